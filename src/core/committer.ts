@@ -1,0 +1,192 @@
+/**
+ * The write path: every write is a list of statements that must run as one atomic
+ * `client.batch(..., "write")`. The committer
+ *  - keeps at most `maxInFlight` batches in flight (sqld degrades sharply with many writers waiting),
+ *  - coalesces the writes that queue up meanwhile into the next single batch (group commit), each
+ *    caller still getting its own answer and its own error,
+ *  - retries what is safe to retry (SQLITE_BUSY, a refused connection; a lost response only for
+ *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
+ *  - puts a timeout on every request.
+ */
+import type { Client, InStatement, ResultSet } from "@libsql/client";
+import { QueueError, toQueueError } from "./errors.js";
+
+export interface CommitterOptions {
+  /** Write batches in flight at once. */
+  maxInFlight: number;
+  /** Most statements coalesced into one batch (a single larger write still goes alone). */
+  maxBatchStatements: number;
+  /** Budget for one HTTP request; past it the request is abandoned (its outcome unknown). */
+  requestTimeoutMs: number;
+  /** Budget for a whole call: queueing, every attempt and every backoff. */
+  timeoutMs: number;
+}
+
+export interface WriteSpec<T> {
+  stmts: InStatement[];
+  /** Turns this write's slice of the batch results into its answer; may throw a QueueError. */
+  finish: (results: ResultSet[], retried: boolean) => T;
+  /** May this write be sent again after a response that never came (it may have applied)? */
+  idempotent: boolean;
+}
+
+interface Pending<T> extends WriteSpec<T> {
+  deadline: number;
+  /** True once a request carrying this write was sent and its outcome is unknown. */
+  maybeApplied: boolean;
+  lastError?: QueueError;
+  resolve: (v: T) => void;
+  reject: (e: unknown) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class Committer {
+  readonly #client: Client;
+  readonly #opts: CommitterOptions;
+  readonly #queue: Pending<unknown>[] = [];
+  #inFlight = 0;
+  #scheduled = false;
+  #closed = false;
+  /** Counters for tests and benchmarks. */
+  readonly stats = { batches: 0, writes: 0, retries: 0, busy: 0 };
+
+  constructor(client: Client, opts: CommitterOptions) {
+    this.#client = client;
+    this.#opts = opts;
+  }
+
+  submit<T>(spec: WriteSpec<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({
+        ...spec,
+        deadline: Date.now() + this.#opts.timeoutMs,
+        maybeApplied: false,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      } as Pending<unknown>);
+      // Writes submitted in the same tick share a batch even when a slot is free.
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        queueMicrotask(() => {
+          this.#scheduled = false;
+          this.#pump();
+        });
+      }
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const p of this.#queue.splice(0)) p.reject(new QueueError("CLOSED", "the transport is closed"));
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#opts.maxInFlight && this.#queue.length > 0) {
+      const batch: Pending<unknown>[] = [];
+      let statements = 0;
+      while (this.#queue.length > 0) {
+        const next = this.#queue[0] as Pending<unknown>;
+        if (batch.length > 0 && statements + next.stmts.length > this.#opts.maxBatchStatements) break;
+        batch.push(next);
+        statements += next.stmts.length;
+        this.#queue.shift();
+      }
+      this.#inFlight++;
+      void this.#run(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #run(writes: Pending<unknown>[]): Promise<void> {
+    let attempt = 0;
+    let live = writes;
+    for (;;) {
+      live = this.#dropExpired(live);
+      if (live.length === 0) return;
+      let results: ResultSet[];
+      try {
+        results = await this.#send(live.flatMap((w) => w.stmts));
+      } catch (e) {
+        const err = toQueueError(e);
+        if (err.code === "BUSY") this.stats.busy++;
+        const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
+        if (!retryable) {
+          if (err.code === "DATABASE" && live.length > 1) {
+            // A coalesced batch failed as a whole (and rolled back): run each write alone so
+            // that only the write at fault gets the error.
+            await Promise.all(live.map((w) => this.#run([w])));
+            return;
+          }
+          for (const w of live) w.reject(err);
+          return;
+        }
+        if (err.outcomeUnknown) {
+          // The batch may have committed: only idempotent writes may go again.
+          for (const w of live) w.maybeApplied = true;
+          for (const w of live.filter((w) => !w.idempotent)) w.reject(err);
+          live = live.filter((w) => w.idempotent);
+        }
+        for (const w of live) w.lastError = err;
+        attempt++;
+        this.stats.retries++;
+        await sleep(backoff(attempt));
+        continue;
+      }
+      this.stats.batches++;
+      this.stats.writes += live.length;
+      let offset = 0;
+      for (const w of live) {
+        const slice = results.slice(offset, offset + w.stmts.length);
+        offset += w.stmts.length;
+        try {
+          w.resolve(w.finish(slice, w.maybeApplied));
+        } catch (e) {
+          w.reject(e);
+        }
+      }
+      return;
+    }
+  }
+
+  #dropExpired(writes: Pending<unknown>[]): Pending<unknown>[] {
+    const now = Date.now();
+    return writes.filter((w) => {
+      if (now < w.deadline) return true;
+      const last = w.lastError;
+      w.reject(
+        new QueueError(
+          last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
+          `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
+          { cause: last, outcomeUnknown: w.maybeApplied },
+        ),
+      );
+      return false;
+    });
+  }
+
+  async #send(stmts: InStatement[]): Promise<ResultSet[]> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const e = new Error(`no answer within ${this.#opts.requestTimeoutMs} ms`);
+        e.name = "TimeoutError";
+        reject(e);
+      }, this.#opts.requestTimeoutMs);
+    });
+    try {
+      return await Promise.race([this.#client.batch(stmts, "write"), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Exponential backoff with full jitter: 10 ms, 20 ms, ... capped at 500 ms. */
+export function backoff(attempt: number): number {
+  const cap = Math.min(500, 10 * 2 ** Math.min(attempt, 10));
+  return Math.random() * cap;
+}
