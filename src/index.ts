@@ -1,4 +1,5 @@
-export { LibsqlTransport, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH, leaseRef } from "./core/transport.js";
+export type { QueueErrorCode } from "./core/errors.js";
+export { QueueError, toQueueError } from "./core/errors.js";
 export type {
   DeadLetter,
   Lease,
@@ -8,6 +9,5 @@ export type {
   QueueStats,
   TransportOptions,
 } from "./core/transport.js";
-export { QueueError, toQueueError } from "./core/errors.js";
-export type { QueueErrorCode } from "./core/errors.js";
+export { LibsqlTransport, leaseRef, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH } from "./core/transport.js";
 export { MAX_PRIORITY, MIN_PRIORITY } from "./core/validate.js";

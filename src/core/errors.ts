@@ -91,9 +91,7 @@ export function toQueueError(e: unknown): QueueError {
   if (chain.some((c) => c instanceof Error && (c.name === "TimeoutError" || c.name === "AbortError"))) {
     return new QueueError("TIMEOUT", `request timed out: ${message}`, { cause: e, outcomeUnknown: true });
   }
-  const status = chain
-    .map((c) => (c as { status?: unknown }).status)
-    .find((s): s is number => typeof s === "number");
+  const status = chain.map((c) => (c as { status?: unknown }).status).find((s): s is number => typeof s === "number");
   if (status === 401 || status === 403 || (codes.includes("SERVER_ERROR") && AUTH_RE.test(text))) {
     return new QueueError("UNAUTHORIZED", `the database refused the credentials: ${message}`, { cause: e });
   }

@@ -139,7 +139,9 @@ export function publishStatements(rows: PublishRow[], idem?: IdempotencyArgs): I
     ];
   }
   const k = { key: idem.key, token: idem.token };
-  const mine = "EXISTS (SELECT 1 FROM tq_idempotency WHERE key = :key AND token = :token)";
+  // True only in the batch that has just claimed the key: a resend of that same batch (its answer was
+  // lost) finds first_seq already set and inserts nothing again.
+  const mine = "EXISTS (SELECT 1 FROM tq_idempotency WHERE key = :key AND token = :token AND first_seq IS NULL)";
   return [
     // An expired key may be used again; a few other expired keys are collected on the way.
     stmt(`DELETE FROM tq_idempotency WHERE key IN (
@@ -149,10 +151,10 @@ export function publishStatements(rows: PublishRow[], idem?: IdempotencyArgs): I
         VALUES (:key, :token, :fp, :count, unixepoch('subsec') + :ttl) ON CONFLICT (key) DO NOTHING`, { ...k, fp: idem.fingerprint, count: rows.length, ttl: idem.ttl }),
     stmt(`INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues.join(", ")})
         WHERE ${mine} RETURNING seq`, { ...msgArgs, ...k }),
-    stmt(`UPDATE tq_idempotency SET first_seq = (SELECT max(seq) FROM messages) - count + 1
-        WHERE key = :key AND token = :token`, k),
     stmt(`INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues.join(", ")})
         WHERE ${mine}`, { ...grpArgs, ...k }),
+    stmt(`UPDATE tq_idempotency SET first_seq = (SELECT max(seq) FROM messages) - count + 1
+        WHERE key = :key AND token = :token AND first_seq IS NULL`, k),
     stmt("SELECT token, fingerprint, first_seq, count FROM tq_idempotency WHERE key = :key", { key: idem.key }),
   ];
 }
@@ -198,6 +200,8 @@ SELECT (SELECT min(m.seq) FROM messages m
                     WHERE x.group_id = g.group_id AND x.locked_by IS NOT NULL
                       AND x.lock_expiry >= unixepoch('subsec'))
    AND head IS NOT NULL
+   -- A resend of this batch (its answer was lost) must not lease a second message under one token.
+   AND NOT EXISTS (SELECT 1 FROM tq_deliveries t WHERE t.lease_id = :lease)
  ORDER BY g.last_claimed_at, g.rowid
  LIMIT 1
 ON CONFLICT (seq) DO UPDATE SET lease_id = excluded.lease_id, worker_id = excluded.worker_id,

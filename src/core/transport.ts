@@ -4,8 +4,8 @@
  * an embedded replica, in Node or in a Worker. Every operation is one write batch: one HTTP request.
  */
 import type { Client, Config, InStatement, ResultSet, Row } from "@libsql/client";
-import { Committer, backoff } from "./committer.js";
-import { QueueError, invalid, toQueueError } from "./errors.js";
+import { backoff, Committer } from "./committer.js";
+import { invalid, QueueError, toQueueError } from "./errors.js";
 import * as sql from "./sql.js";
 import {
   checkCount,
@@ -151,7 +151,10 @@ export class LibsqlTransport {
   }
 
   /** Wraps an existing client (for instance one from `@libsql/client/web` inside a Worker). */
-  static async fromClient(client: Client, options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> = {}): Promise<LibsqlTransport> {
+  static async fromClient(
+    client: Client,
+    options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> = {},
+  ): Promise<LibsqlTransport> {
     const opts = resolveOptions(options);
     const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" }, false);
     await t.#ensureSchema();
@@ -194,10 +197,16 @@ export class LibsqlTransport {
 
   async #publishRows(rows: sql.PublishRow[], options: PublishOptions): Promise<number[]> {
     if (typeof options !== "object" || options === null) throw invalid("options", "must be an object");
-    const userKey = options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
+    const userKey =
+      options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
     let idem: sql.IdempotencyArgs | undefined;
     if (userKey !== undefined) {
-      idem = { key: userKey, token: randomToken(), fingerprint: await fingerprint(rows), ttl: this.#opts.idempotencyWindow };
+      idem = {
+        key: userKey,
+        token: randomToken(),
+        fingerprint: await fingerprint(rows),
+        ttl: this.#opts.idempotencyWindow,
+      };
     } else if (this.#opts.autoKeys) {
       idem = { key: `auto:${randomToken()}`, token: randomToken(), fingerprint: null, ttl: AUTO_KEY_TTL };
     }
@@ -208,9 +217,13 @@ export class LibsqlTransport {
       finish: (rs) => {
         if (!idem) return seqsOf(rs[0]);
         const state = rs[5]?.rows[0];
-        if (state && state.token === idem.token) return seqsOf(rs[2]);
+        // Our batch claimed the key; on a resend of it (lost answer) the seqs come from first_seq below.
+        if (state && state.token === idem.token && (rs[2]?.rows.length ?? 0) > 0) return seqsOf(rs[2]);
         if (!state || state.first_seq === null) throw new QueueError("DATABASE", "idempotency record missing");
-        if ((idem.fingerprint !== null && state.fingerprint !== idem.fingerprint) || Number(state.count) !== rows.length) {
+        if (
+          (idem.fingerprint !== null && state.fingerprint !== idem.fingerprint) ||
+          Number(state.count) !== rows.length
+        ) {
           throw new QueueError(
             "IDEMPOTENCY_CONFLICT",
             "idempotencyKey: this key was already used for a different request",
@@ -339,7 +352,9 @@ export class LibsqlTransport {
   // -------------------------------------------------------------------------------------------
   // dead letters, stats, lifecycle
 
-  async deadLetters<E = unknown>(options: { groupId?: string; afterSeq?: number; limit?: number } = {}): Promise<DeadLetter<E>[]> {
+  async deadLetters<E = unknown>(
+    options: { groupId?: string; afterSeq?: number; limit?: number } = {},
+  ): Promise<DeadLetter<E>[]> {
     const groupId = options.groupId === undefined ? null : checkId("groupId", options.groupId);
     const after = options.afterSeq ?? 0;
     if (!Number.isInteger(after) || after < 0) throw invalid("afterSeq", "must be an integer >= 0");
@@ -417,7 +432,11 @@ export class LibsqlTransport {
       if (!(e instanceof QueueError) || e.code !== "DATABASE") throw e;
       // No tq_meta yet: a new database, or one made by the Python transports.
     }
-    await this.#committer.submit({ stmts: sql.SCHEMA.map((s) => ({ sql: s, args: [] })), idempotent: true, finish: () => undefined });
+    await this.#committer.submit({
+      stmts: sql.SCHEMA.map((s) => ({ sql: s, args: [] })),
+      idempotent: true,
+      finish: () => undefined,
+    });
   }
 
   /** A read, retried while the database is busy or unreachable, bounded like writes. */
@@ -514,8 +533,14 @@ export function leaseRef(lease: Lease | string): sql.LeaseRef {
 
 function leaseError(present: boolean, ref: sql.LeaseRef): QueueError {
   return present
-    ? new QueueError("LEASE_LOST", `lease: message ${ref.seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`, { field: "lease" })
-    : new QueueError("LEASE_NOT_FOUND", `lease: message ${ref.seq} no longer exists (acked or dead-lettered)`, { field: "lease" });
+    ? new QueueError(
+        "LEASE_LOST",
+        `lease: message ${ref.seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`,
+        { field: "lease" },
+      )
+    : new QueueError("LEASE_NOT_FOUND", `lease: message ${ref.seq} no longer exists (acked or dead-lettered)`, {
+        field: "lease",
+      });
 }
 
 function checkSeq(field: string, v: unknown): number {

@@ -45,14 +45,26 @@ export async function resetDatabase(client: Client): Promise<void> {
  */
 export async function checkInvariants(client: Client): Promise<void> {
   const q = async (sql: string) => (await client.execute(sql)).rows.map((r) => ({ ...r }));
-  expect(await q("SELECT seq, group_id FROM messages WHERE group_id NOT IN (SELECT group_id FROM groups)"), "messages without a group row").toEqual([]);
-  expect(await q("SELECT group_id FROM groups WHERE group_id NOT IN (SELECT group_id FROM messages)"), "empty group rows").toEqual([]);
+  expect(
+    await q("SELECT seq, group_id FROM messages WHERE group_id NOT IN (SELECT group_id FROM groups)"),
+    "messages without a group row",
+  ).toEqual([]);
+  expect(
+    await q("SELECT group_id FROM groups WHERE group_id NOT IN (SELECT group_id FROM messages)"),
+    "empty group rows",
+  ).toEqual([]);
   expect(
     await q(`SELECT group_id, count(*) AS live FROM messages
               WHERE locked_by IS NOT NULL AND lock_expiry >= unixepoch('subsec')
               GROUP BY group_id HAVING count(*) > 1`),
     "groups with two live leases",
   ).toEqual([]);
-  expect(await q("SELECT seq FROM messages WHERE locked_by IS NOT NULL AND lock_expiry IS NULL"), "locked messages without an expiry").toEqual([]);
-  expect(await q("SELECT seq FROM tq_deliveries WHERE seq NOT IN (SELECT seq FROM messages)"), "orphan lease rows").toEqual([]);
+  expect(
+    await q("SELECT seq FROM messages WHERE locked_by IS NOT NULL AND lock_expiry IS NULL"),
+    "locked messages without an expiry",
+  ).toEqual([]);
+  expect(
+    await q("SELECT seq FROM tq_deliveries WHERE seq NOT IN (SELECT seq FROM messages)"),
+    "orphan lease rows",
+  ).toEqual([]);
 }

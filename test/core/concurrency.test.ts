@@ -1,0 +1,49 @@
+import { describe, expect, inject, it } from "vitest";
+import { type Lease, LibsqlTransport } from "../../src/index.js";
+import { checkInvariants, resetDatabase } from "../support/db.js";
+import { checkDeliveryLog, type Held } from "../support/exclusivity.js";
+
+describe("16 claimers at once over HTTP", () => {
+  it("deliver 1,000 messages in 50 groups exactly once each, never two live leases in a group", async () => {
+    // Four transports (four "processes"), four claimers each.
+    const transports = await Promise.all(
+      Array.from({ length: 4 }, () => LibsqlTransport.create(inject("sqldUrl"), { maxInFlight: 2 })),
+    );
+    const [first] = transports as [LibsqlTransport];
+    await resetDatabase(first.client);
+    const published = new Map<number, { groupId: string }>();
+    for (let chunk = 0; chunk < 10; chunk++) {
+      const batch = Array.from({ length: 100 }, (_, i) => ({
+        groupId: `g${(chunk * 100 + i) % 50}`,
+        event: { n: chunk * 100 + i },
+      }));
+      const seqs = await first.publishMany(batch);
+      for (const [i, s] of seqs.entries()) published.set(s, { groupId: (batch[i] as { groupId: string }).groupId });
+    }
+
+    const log: Held[] = [];
+    const claimer = async (t: LibsqlTransport, id: string) => {
+      // Stops once the queue has been seen empty a few times in a row by this claimer.
+      for (let empty = 0; empty < 5; ) {
+        const lease: Lease | null = await t.claim(id, 30);
+        if (!lease) {
+          empty++;
+          await new Promise((r) => setTimeout(r, 20));
+          continue;
+        }
+        empty = 0;
+        const claimedAt = performance.now();
+        const ackSentAt = performance.now();
+        await t.ack(lease);
+        log.push({ groupId: lease.groupId, seq: lease.seq, event: lease.event, claimedAt, ackSentAt });
+      }
+    };
+    await Promise.all(
+      Array.from({ length: 16 }, (_, i) => claimer(transports[i % 4] as LibsqlTransport, `worker-${i}`)),
+    );
+    checkDeliveryLog(log, published);
+    expect((await first.stats()).ready).toBe(0);
+    await checkInvariants(first.client);
+    for (const t of transports) t.close();
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The spec's Python transports and ours share one database. These tests play the Python side with
+ * the spec's own SQL, statement for statement, over a raw client.
+ */
+import { type Client, createClient } from "@libsql/client";
+import { describe, expect, it } from "vitest";
+import { type Lease, LibsqlTransport } from "../../src/index.js";
+import { checkInvariants, tempFile } from "../support/db.js";
+
+const SPEC_SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS messages (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+  group_id     TEXT NOT NULL,
+  event        TEXT NOT NULL,
+  locked_by    TEXT,
+  lock_expiry  REAL
+)`,
+  `CREATE TABLE IF NOT EXISTS groups (
+  group_id        TEXT PRIMARY KEY,
+  last_claimed_at REAL NOT NULL DEFAULT 0.0,
+  priority        INT  NOT NULL DEFAULT 0
+)`,
+];
+
+/** The Python transport's publish: two autocommit statements. */
+async function pyPublish(c: Client, group: string, event: unknown, priority = 0) {
+  await c.execute({
+    sql: "INSERT INTO messages (group_id, event) VALUES (?, ?)",
+    args: [group, JSON.stringify(event)],
+  });
+  await c.execute({ sql: "INSERT OR IGNORE INTO groups (group_id, priority) VALUES (?, ?)", args: [group, priority] });
+}
+
+/** The Python transport's claim: BEGIN IMMEDIATE, the spec's select, two updates, COMMIT. */
+async function pyClaim(c: Client, worker: string, visibility: number, minPriority = 0) {
+  const now = Date.now() / 1000;
+  const tx = await c.transaction("write");
+  try {
+    const rs = await tx.execute({
+      sql: `SELECT m.seq, m.group_id, m.event
+  FROM messages m JOIN groups g ON g.group_id = m.group_id
+  WHERE (m.locked_by IS NULL OR m.lock_expiry < ?)
+    AND m.group_id NOT IN (
+      SELECT group_id FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ?)
+    AND g.priority >= ?
+  ORDER BY g.last_claimed_at ASC, m.seq ASC LIMIT 1`,
+      args: [now, now, minPriority],
+    });
+    const row = rs.rows[0];
+    if (row) {
+      await tx.execute({ sql: "UPDATE groups SET last_claimed_at = ? WHERE group_id = ?", args: [now, String(row.group_id)] });
+      await tx.execute({
+        sql: "UPDATE messages SET locked_by = ?, lock_expiry = ? WHERE seq = ?",
+        args: [worker, now + visibility, Number(row.seq)],
+      });
+    }
+    await tx.commit();
+    return row ? { seq: Number(row.seq), groupId: String(row.group_id), event: JSON.parse(String(row.event)) } : null;
+  } finally {
+    tx.close();
+  }
+}
+
+async function pyAck(c: Client, seq: number, group: string) {
+  await c.execute({ sql: "DELETE FROM messages WHERE seq = ?", args: [seq] });
+  await c.execute({
+    sql: "DELETE FROM groups WHERE group_id = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = ?)",
+    args: [group, group],
+  });
+}
+
+describe("interop with the spec's Python transports", () => {
+  it("consumes, in order, a database the Python transport created and filled", async () => {
+    const file = `file:${tempFile()}`;
+    const py = createClient({ url: file });
+    for (const s of SPEC_SCHEMA) await py.execute(s);
+    for (const g of ["exec-1", "exec-2"])
+      for (let i = 0; i < 3; i++) await pyPublish(py, g, { g, i }, g === "exec-2" ? 2 : 0);
+    const t = await LibsqlTransport.create(file);
+    const order: unknown[] = [];
+    for (let i = 0; i < 6; i++) {
+      const lease = (await t.claim("ts-worker", 30)) as Lease;
+      order.push(lease.event);
+      await t.ack(lease);
+    }
+    expect(order).toEqual([
+      { g: "exec-1", i: 0 },
+      { g: "exec-2", i: 0 },
+      { g: "exec-1", i: 1 },
+      { g: "exec-2", i: 1 },
+      { g: "exec-1", i: 2 },
+      { g: "exec-2", i: 2 },
+    ]);
+    await checkInvariants(t.client);
+    t.close();
+    py.close();
+  });
+
+  it("leaves a database the Python transport can consume: its claim, its ack, our rows", async () => {
+    const file = `file:${tempFile()}`;
+    const t = await LibsqlTransport.create(file);
+    const py = createClient({ url: file });
+    await t.publish("g", { n: 1 }, 1);
+    await t.publish("g", { n: 2 });
+    await t.publish("h", { n: 3 });
+    // Our lease is honoured by the Python claim: it skips the group and takes the other one.
+    const ours = (await t.claim("ts", 30)) as Lease;
+    expect(ours.groupId).toBe("g");
+    const theirs = await pyClaim(py, "py", 30);
+    expect(theirs).toMatchObject({ groupId: "h", event: { n: 3 } });
+    expect(await pyClaim(py, "py", 30)).toBeNull();
+    // The stored columns are what Python expects: REAL epoch seconds, JSON text, worker ids.
+    const row = (
+      await py.execute({
+        sql: "SELECT locked_by, lock_expiry, typeof(lock_expiry) AS t, event FROM messages WHERE seq = ?",
+        args: [ours.seq],
+      })
+    ).rows[0];
+    expect(row?.locked_by).toBe("ts");
+    expect(row?.t).toBe("real");
+    expect(row?.event).toBe('{"n":1}');
+    const stamp = (await py.execute("SELECT typeof(last_claimed_at) AS t, priority FROM groups WHERE group_id = 'g'"))
+      .rows[0];
+    expect(stamp).toMatchObject({ t: "real", priority: 1 });
+    // Python acks by seq; we ack ours; then Python takes the rest of g.
+    await pyAck(py, (theirs as { seq: number }).seq, "h");
+    await t.ack(ours);
+    expect(await pyClaim(py, "py", 30)).toMatchObject({ groupId: "g", event: { n: 2 } });
+    await checkInvariants(t.client);
+    t.close();
+    py.close();
+  });
+
+  it("parks with the spec's marker", async () => {
+    const file = `file:${tempFile()}`;
+    const t = await LibsqlTransport.create(file);
+    await t.publish("g", 1);
+    await t.nack((await t.claim("w", 30)) as Lease, 60);
+    const row = (await t.client.execute("SELECT locked_by, lock_expiry FROM messages")).rows[0];
+    expect(row?.locked_by).toBe("__parked__");
+    expect(Number(row?.lock_expiry)).toBeGreaterThan(Date.now() / 1000 + 50);
+    t.close();
+  });
+});

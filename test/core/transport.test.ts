@@ -1,0 +1,251 @@
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { type Lease, LibsqlTransport, QueueError } from "../../src/index.js";
+import { checkInvariants, resetDatabase, targets } from "../support/db.js";
+import { waitFor } from "../support/wait.js";
+
+describe.each(targets)("LibsqlTransport on $name", (target) => {
+  let t: LibsqlTransport;
+  afterEach(async () => {
+    if (t) {
+      await checkInvariants(t.client);
+      t.close();
+    }
+  });
+
+  it("delivers a group's messages in FIFO order, one at a time", async () => {
+    t = await target.open();
+    const seqs = [];
+    for (let i = 0; i < 5; i++) seqs.push(await t.publish("order-1", { i }));
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    const got: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const lease = await t.claim("w1", 30);
+      expect(lease).not.toBeNull();
+      // One in flight per group: while this lease lives, the group yields nothing more.
+      expect(await t.claim("w2", 30)).toBeNull();
+      got.push((lease as Lease<{ i: number }>).event.i);
+      await t.ack(lease as Lease);
+    }
+    expect(got).toEqual([0, 1, 2, 3, 4]);
+    expect(await t.claim("w1", 30)).toBeNull();
+  });
+
+  it("round-robins across groups: never-claimed groups first (by first seq), then oldest-claimed", async () => {
+    t = await target.open();
+    for (const g of ["a", "b", "c"]) for (let i = 0; i < 3; i++) await t.publish(g, `${g}${i}`);
+    const order: string[] = [];
+    for (let i = 0; i < 9; i++) {
+      const lease = (await t.claim("w", 30)) as Lease<string>;
+      order.push(lease.event);
+      await t.ack(lease);
+    }
+    expect(order).toEqual(["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]);
+  });
+
+  it("a group that appears later still goes before groups already served", async () => {
+    t = await target.open();
+    await t.publish("old", 1);
+    await t.publish("old", 2);
+    await t.ack((await t.claim("w", 30)) as Lease);
+    await t.publish("new", 1);
+    expect(((await t.claim("w", 30)) as Lease).groupId).toBe("new");
+  });
+
+  it("applies the priority floor and keeps a group's first priority", async () => {
+    t = await target.open();
+    await t.publish("low", 1, 0);
+    await t.publish("high", 1, 3);
+    await t.publish("high", 2, 0); // the first publish set the priority; this one does not lower it
+    const a = (await t.claim("w", 30, 3)) as Lease;
+    expect(a.groupId).toBe("high");
+    await t.ack(a);
+    const b = (await t.claim("w", 30, 3)) as Lease;
+    expect(b.groupId).toBe("high");
+    expect(b.event).toBe(2);
+    await t.ack(b);
+    expect(await t.claim("w", 30, 3)).toBeNull();
+    expect(await t.claim("w", 30, 4)).toBeNull();
+    expect(((await t.claim("w", 30, 0)) as Lease).groupId).toBe("low");
+  });
+
+  it("delivers a lapsed lease again, to anyone", async () => {
+    t = await target.open();
+    await t.publish("g", "job");
+    const first = (await t.claim("w1", 0.3)) as Lease;
+    expect(await t.claim("w2", 30)).toBeNull();
+    const again = await waitFor(() => t.claim("w2", 30), { what: "the lease to lapse" });
+    expect(again.seq).toBe(first.seq);
+    expect(again.attempts).toBe(2);
+    expect(again.id).not.toBe(first.id);
+    await t.ack(again);
+  });
+
+  it("nack(0) frees the message at once; nack(delay) parks it and blocks its group until the park ends", async () => {
+    t = await target.open();
+    await t.publish("g", 1);
+    await t.publish("g", 2);
+    await t.publish("other", "x");
+    const l1 = (await t.claim("w", 30)) as Lease;
+    expect(l1.groupId).toBe("g");
+    expect(await t.nack(l1, 0)).toEqual({ deadLettered: false });
+    // "other" was never claimed, so it goes first; then g's first message again, at once.
+    const o = (await t.claim("w", 30)) as Lease;
+    expect(o.groupId).toBe("other");
+    await t.ack(o);
+    const l2 = (await t.claim("w", 30)) as Lease;
+    expect(l2.seq).toBe(l1.seq);
+    await t.nack(l2, 0.5);
+    const parked = await t.stats();
+    expect(parked.parked).toBe(1);
+    expect(await t.claim("w", 30)).toBeNull(); // the park blocks message 2 as well
+    const l3 = await waitFor(() => t.claim("w", 30), { what: "the park to end" });
+    expect(l3.seq).toBe(l1.seq);
+    await t.ack(l3);
+    expect(((await t.claim("w", 30)) as Lease).event).toBe(2);
+  });
+
+  it("ack removes the group row when the group empties", async () => {
+    t = await target.open();
+    await t.publish("g", 1);
+    await t.publish("g", 2);
+    const groups = async () => Number((await t.client.execute("SELECT count(*) AS n FROM groups")).rows[0]?.n);
+    await t.ack((await t.claim("w", 30)) as Lease);
+    expect(await groups()).toBe(1);
+    await t.ack((await t.claim("w", 30)) as Lease);
+    expect(await groups()).toBe(0);
+    expect(await t.stats()).toMatchObject({ ready: 0, inFlight: 0, parked: 0, groups: 0 });
+  });
+
+  it("refuses bad arguments before any SQL runs, naming the field, storing nothing", async () => {
+    t = await target.open();
+    const cases: Array<[() => Promise<unknown>, string]> = [
+      [() => t.publish("", 1), "groupId"],
+      [() => t.publish(42 as unknown as string, 1), "groupId"],
+      [() => t.publish("g", undefined), "event"],
+      [() => t.publish("g", { a: () => 1 }), "event.a"],
+      [() => t.publish("g", 1n as unknown), "event"],
+      [() => t.publish("g", Number.NaN), "event"],
+      [() => t.publish("g", 1, 5), "priority"],
+      [() => t.publish("g", 1, 1.5), "priority"],
+      [() => t.publish("g", 1, -1), "priority"],
+      [() => t.claim("", 30), "workerId"],
+      [() => t.claim("__parked__", 30), "workerId"],
+      [() => t.claim("w", 0), "visibility"],
+      [() => t.claim("w", -1), "visibility"],
+      [() => t.claim("w", Number.POSITIVE_INFINITY), "visibility"],
+      [() => t.claim("w", Number.NaN), "visibility"],
+      [() => t.claim("w", 30, 7), "minPriority"],
+      [() => t.ack("nonsense"), "lease"],
+      [() => t.nack("1.00000000000000000000000000000000", -1), "delay"],
+      [() => t.nack("1.00000000000000000000000000000000", Number.POSITIVE_INFINITY), "delay"],
+      [
+        () =>
+          t.publishMany([
+            { groupId: "g", event: 1 },
+            { groupId: "g", event: undefined },
+          ]),
+        "messages[1].event",
+      ],
+    ];
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    cases.push([() => t.publish("g", cyclic), "event.self"]);
+    for (const [call, field] of cases) {
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err, field).toBeInstanceOf(QueueError);
+      expect((err as QueueError).code, field).toBe("INVALID_ARGUMENT");
+      expect((err as QueueError).field, field).toBe(field);
+      expect((err as QueueError).message).toContain(field);
+    }
+    expect((await t.stats()).ready).toBe(0);
+  });
+
+  it("serves a burst of 32 concurrent callers on one transport, coalescing them into few batches", async () => {
+    t = await target.open();
+    const before = t.writeStats.batches;
+    const seqs = await Promise.all(Array.from({ length: 32 }, (_, i) => t.publish(`g${i % 8}`, i)));
+    expect(new Set(seqs).size).toBe(32);
+    expect(t.writeStats.batches - before).toBeLessThan(32);
+    const leases = await Promise.all(Array.from({ length: 32 }, (_, i) => t.claim(`w${i}`, 30)));
+    const got = leases.filter((l): l is Lease => l !== null);
+    // 8 groups: exactly one lease each, never two in one group.
+    expect(got).toHaveLength(8);
+    expect(new Set(got.map((l) => l.groupId)).size).toBe(8);
+    await Promise.all(got.map((l) => t.ack(l)));
+  });
+
+  it("reads the claim plan off the database: no full scan of messages", async () => {
+    t = await target.open();
+    const { claimStatements } = await import("../../src/core/sql.js");
+    for (const s of claimStatements({ lease: "x", worker: "w", visibility: 1, minPriority: 0, maxAttempts: 5 })) {
+      const { sql, args } = s as { sql: string; args: unknown[] };
+      const plan = await t.client.execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
+      const details = plan.rows.map((r) => String(r.detail));
+      for (const d of details) {
+        // "SCAN g USING INDEX tq_groups_round_robin" is the round-robin walk; a scan of messages is not allowed.
+        expect(d, details.join("\n")).not.toMatch(/^SCAN (m|x|messages)\b(?! USING)/);
+        expect(d, details.join("\n")).not.toMatch(/^SCAN messages$/);
+      }
+    }
+  });
+});
+
+describe("one operation = one HTTP request", () => {
+  it("claim, ack, nack and publish each send exactly one request", async () => {
+    let requests = 0;
+    const counting = ((input: RequestInfo | URL, init?: RequestInit) => {
+      requests++;
+      return fetch(input, init);
+    }) as typeof fetch;
+    const t = await LibsqlTransport.create(inject("sqldUrl"), { fetch: counting });
+    await resetDatabase(t.client);
+    const count = async (f: () => Promise<unknown>) => {
+      requests = 0;
+      await f();
+      return requests;
+    };
+    expect(await count(() => t.publish("g", 1))).toBe(1);
+    expect(await count(() => t.publish("g", 2))).toBe(1);
+    let lease: Lease | null = null;
+    expect(await count(async () => (lease = await t.claim("w", 30)))).toBe(1);
+    expect(await count(() => t.ack(lease as Lease))).toBe(1);
+    expect(await count(async () => (lease = await t.claim("w", 30)))).toBe(1);
+    expect(await count(() => t.nack(lease as Lease, 0))).toBe(1);
+    expect(await count(() => t.claimMany("w", 30, 8))).toBe(1);
+    expect(
+      await count(() =>
+        t.publishMany([
+          { groupId: "x", event: 1 },
+          { groupId: "y", event: 2 },
+        ]),
+      ),
+    ).toBe(1);
+    t.close();
+  });
+});
+
+describe("leases are judged by the database's clock", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+  it("a claimer whose clock runs an hour ahead cannot steal a live lease", async () => {
+    const honest = await LibsqlTransport.create(inject("sqldUrl"));
+    await resetDatabase(honest.client);
+    await honest.publish("g", 1);
+    const lease = (await honest.claim("honest", 30)) as Lease;
+    const real = Date.now.bind(Date);
+    vi.spyOn(Date, "now").mockImplementation(() => real() + 3_600_000);
+    const skewed = await LibsqlTransport.create(inject("sqldUrl"));
+    expect(await skewed.claim("skewed", 30)).toBeNull();
+    const { now } = await skewed.stats();
+    expect(lease.expiresAt).toBeGreaterThan(now);
+    expect(lease.expiresAt - now).toBeLessThanOrEqual(30);
+    vi.restoreAllMocks();
+    await honest.ack(lease);
+    skewed.close();
+    honest.close();
+  });
+});
