@@ -34,6 +34,8 @@ interface Pending<T> extends WriteSpec<T> {
   deadline: number;
   /** True once a request carrying this write was sent and its outcome is unknown. */
   maybeApplied: boolean;
+  /** True while a request carrying this write is out. */
+  sent: boolean;
   lastError?: QueueError;
   resolve: (v: T) => void;
   reject: (e: unknown) => void;
@@ -59,13 +61,38 @@ export class Committer {
   submit<T>(spec: WriteSpec<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({
+      // The deadline is kept by a timer of the call's own, so that no caller waits past it, even
+      // while a request that carries its write is still out (that write's outcome is then unknown).
+      let settled = false;
+      const pending = {
         ...spec,
         deadline: Date.now() + this.#opts.timeoutMs,
         maybeApplied: false,
-        resolve: resolve as (v: unknown) => void,
-        reject,
-      } as Pending<unknown>);
+        sent: false,
+        resolve: (v: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          resolve(v as T);
+        },
+        reject: (e: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          reject(e);
+        },
+      } as Pending<unknown>;
+      const timer = setTimeout(() => {
+        const last = pending.lastError;
+        pending.reject(
+          new QueueError(
+            last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
+            `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
+            { cause: last, outcomeUnknown: pending.maybeApplied || pending.sent },
+          ),
+        );
+      }, this.#opts.timeoutMs);
+      this.#queue.push(pending);
       // Writes submitted in the same tick share a batch even when a slot is free.
       if (!this.#scheduled) {
         this.#scheduled = true;
@@ -108,9 +135,11 @@ export class Committer {
       live = this.#dropExpired(live);
       if (live.length === 0) return;
       let results: ResultSet[];
+      for (const w of live) w.sent = true;
       try {
         results = await this.#send(live.flatMap((w) => w.stmts));
       } catch (e) {
+        for (const w of live) w.sent = false;
         const err = toQueueError(e);
         if (err.code === "BUSY") this.stats.busy++;
         const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
@@ -136,6 +165,7 @@ export class Committer {
         await sleep(backoff(attempt));
         continue;
       }
+      for (const w of live) w.sent = false;
       this.stats.batches++;
       this.stats.writes += live.length;
       let offset = 0;
