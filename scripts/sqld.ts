@@ -77,6 +77,15 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
     stdio: opts.inheritOutput ? "inherit" : ["ignore", "ignore", "pipe"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "error" },
   });
+  // A watchdog outside this process: if we die without stopping sqld (SIGKILL, a timeout's SIGTERM),
+  // it takes sqld down too, so no orphan server keeps a port and a core busy.
+  if (child.pid !== undefined) {
+    spawn(
+      "sh",
+      ["-c", `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${child.pid} 2>/dev/null; do sleep 1; done; kill -9 ${child.pid} 2>/dev/null`],
+      { detached: true, stdio: "ignore" },
+    ).unref();
+  }
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
