@@ -144,17 +144,32 @@ export function publishStatements(rows: PublishRow[], idem?: IdempotencyArgs): I
   const mine = "EXISTS (SELECT 1 FROM tq_idempotency WHERE key = :key AND token = :token AND first_seq IS NULL)";
   return [
     // An expired key may be used again; a few other expired keys are collected on the way.
-    stmt(`DELETE FROM tq_idempotency WHERE key IN (
+    stmt(
+      `DELETE FROM tq_idempotency WHERE key IN (
         SELECT key FROM tq_idempotency WHERE expires_at < unixepoch('subsec') ORDER BY expires_at LIMIT 16)
-        OR (key = :key AND expires_at < unixepoch('subsec'))`, { key: idem.key }),
-    stmt(`INSERT INTO tq_idempotency (key, token, fingerprint, count, expires_at)
-        VALUES (:key, :token, :fp, :count, unixepoch('subsec') + :ttl) ON CONFLICT (key) DO NOTHING`, { ...k, fp: idem.fingerprint, count: rows.length, ttl: idem.ttl }),
-    stmt(`INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues.join(", ")})
-        WHERE ${mine} RETURNING seq`, { ...msgArgs, ...k }),
-    stmt(`INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues.join(", ")})
-        WHERE ${mine}`, { ...grpArgs, ...k }),
-    stmt(`UPDATE tq_idempotency SET first_seq = (SELECT max(seq) FROM messages) - count + 1
-        WHERE key = :key AND token = :token AND first_seq IS NULL`, k),
+        OR (key = :key AND expires_at < unixepoch('subsec'))`,
+      { key: idem.key },
+    ),
+    stmt(
+      `INSERT INTO tq_idempotency (key, token, fingerprint, count, expires_at)
+        VALUES (:key, :token, :fp, :count, unixepoch('subsec') + :ttl) ON CONFLICT (key) DO NOTHING`,
+      { ...k, fp: idem.fingerprint, count: rows.length, ttl: idem.ttl },
+    ),
+    stmt(
+      `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues.join(", ")})
+        WHERE ${mine} RETURNING seq`,
+      { ...msgArgs, ...k },
+    ),
+    stmt(
+      `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues.join(", ")})
+        WHERE ${mine}`,
+      { ...grpArgs, ...k },
+    ),
+    stmt(
+      `UPDATE tq_idempotency SET first_seq = (SELECT max(seq) FROM messages) - count + 1
+        WHERE key = :key AND token = :token AND first_seq IS NULL`,
+      k,
+    ),
     stmt("SELECT token, fingerprint, first_seq, count FROM tq_idempotency WHERE key = :key", { key: idem.key }),
   ];
 }
@@ -163,71 +178,102 @@ export function publishStatements(rows: PublishRow[], idem?: IdempotencyArgs): I
 // claim
 
 export interface ClaimArgs {
+  /** This claim's fencing token (32 hex); each lease stores `<token>-<seq>` (see `storedLeaseId`). */
   lease: string;
   worker: string;
   visibility: number;
+  /** How many leases, in distinct groups. */
+  n: number;
   minPriority: number;
   maxAttempts: number;
 }
 
+/** What `tq_deliveries.lease_id` holds for the lease of `seq` taken with `token`. */
+export const storedLeaseId = (token: string, seq: number): string => `${token}-${seq}`;
+
 /**
- * One claim, as statements that run inside the caller's write batch (no read-then-write across round
- * trips). The first statement is the spec's select, reshaped so that it walks groups in round-robin
- * order and stops at the first one that qualifies; it records the lease (fencing token, attempt count,
- * the claim time every later statement uses). Then the message is leased and the group stamped. A
- * message past its maximum attempts is moved to `tq_dead_letters` instead of being leased.
+ * A claim of up to `n` leases, as five set-based statements whatever `n` is, run inside the caller's
+ * write batch (no read-then-write across round trips).
  *
- * Results: [0] the chosen seq and its attempt count (no row: nothing deliverable),
- * [1] the leased message (no row: it was dead-lettered), then statements that return nothing useful.
+ * [0] is the spec's select, reshaped to walk groups in round-robin order, (last_claimed_at, rowid),
+ * and stop at the `n`-th that qualifies; it records each lease (token, attempt count, and the group's
+ * new round-robin stamp). The stamps strictly increase, in pick order, past every stamp so far: so `n`
+ * leases in one claim, or claims in one millisecond, line up exactly as `n` single claims would.
+ * [1] leases the messages (lease time on the database's clock), [2] stamps the groups, and
+ * [3]-[4] move a message past its maximum attempts to `tq_dead_letters` instead of leasing it.
+ *
+ * Results: [0] the picked seqs; [1] the leased messages (fewer when some were dead-lettered).
+ * Resending the same batch after a lost answer picks nothing new and returns the same leases.
  */
 export function claimStatements(a: ClaimArgs): InStatement[] {
   const args = {
     lease: a.lease,
+    from: `${a.lease}-`,
+    to: `${a.lease}.`, // '.' follows '-': [from, to) is every lease of this claim
     worker: a.worker,
     vis: a.visibility,
+    n: a.n,
     min: a.minPriority,
     max: a.maxAttempts,
   };
+  const mine = "lease_id >= :from AND lease_id < :to";
   const stmts: InStatement[] = [
-    stmt(`INSERT INTO tq_deliveries (seq, lease_id, worker_id, attempts, claimed_at)
-SELECT (SELECT min(m.seq) FROM messages m
-         WHERE m.group_id = g.group_id
-           AND (m.locked_by IS NULL OR m.lock_expiry < unixepoch('subsec'))) AS head,
-       :lease, :worker, 1, unixepoch('subsec')
-  FROM groups g
- WHERE g.priority >= :min
-   AND NOT EXISTS (SELECT 1 FROM messages x
-                    WHERE x.group_id = g.group_id AND x.locked_by IS NOT NULL
-                      AND x.lock_expiry >= unixepoch('subsec'))
-   AND head IS NOT NULL
-   -- A resend of this batch (its answer was lost) must not lease a second message under one token.
-   AND NOT EXISTS (SELECT 1 FROM tq_deliveries t WHERE t.lease_id = :lease)
- ORDER BY g.last_claimed_at, g.rowid
- LIMIT 1
+    stmt(
+      `INSERT INTO tq_deliveries (seq, lease_id, worker_id, attempts, claimed_at)
+SELECT pick.head, :lease || '-' || pick.head, :worker, 1,
+       base.stamp + (row_number() OVER (ORDER BY pick.lca, pick.rid) - 1) * 0.000001
+  FROM (SELECT (SELECT min(m.seq) FROM messages m
+                 WHERE m.group_id = g.group_id
+                   AND (m.locked_by IS NULL OR m.lock_expiry < unixepoch('subsec'))) AS head,
+               g.last_claimed_at AS lca, g.rowid AS rid
+          FROM groups g
+         WHERE g.priority >= :min
+           AND NOT EXISTS (SELECT 1 FROM messages x
+                            WHERE x.group_id = g.group_id AND x.locked_by IS NOT NULL
+                              AND x.lock_expiry >= unixepoch('subsec'))
+           AND head IS NOT NULL
+           -- A resend of this batch (its answer was lost) must not lease more under one token.
+           AND NOT EXISTS (SELECT 1 FROM tq_deliveries t WHERE t.${mine})
+         ORDER BY g.last_claimed_at, g.rowid
+         LIMIT :n) AS pick,
+       (SELECT max(unixepoch('subsec'), coalesce((SELECT max(last_claimed_at) FROM groups), 0) + 0.000001) AS stamp) AS base
+ WHERE true
 ON CONFLICT (seq) DO UPDATE SET lease_id = excluded.lease_id, worker_id = excluded.worker_id,
    attempts = attempts + 1, claimed_at = excluded.claimed_at
-RETURNING seq, attempts`, args),
-    stmt(`UPDATE messages
-   SET locked_by = :worker,
-       lock_expiry = (SELECT claimed_at FROM tq_deliveries WHERE lease_id = :lease) + :vis
- WHERE seq = (SELECT seq FROM tq_deliveries WHERE lease_id = :lease AND attempts <= :max)
-RETURNING seq, group_id, event, lock_expiry`, args),
-    // Strictly increasing stamps keep round-robin exact even for claims in one batch or one millisecond.
-    stmt(`UPDATE groups
-   SET last_claimed_at = max((SELECT claimed_at FROM tq_deliveries WHERE lease_id = :lease),
-                             (SELECT max(last_claimed_at) FROM groups) + 0.000001)
- WHERE group_id = (SELECT m.group_id FROM tq_deliveries d JOIN messages m ON m.seq = d.seq
-                    WHERE d.lease_id = :lease)`, args),
+RETURNING seq`,
+      args,
+    ),
+    stmt(
+      `UPDATE messages
+   SET locked_by = :worker, lock_expiry = unixepoch('subsec') + :vis
+ WHERE seq IN (SELECT seq FROM tq_deliveries WHERE ${mine} AND attempts <= :max)
+RETURNING seq, group_id, event, lock_expiry,
+          (SELECT attempts FROM tq_deliveries d WHERE d.seq = messages.seq) AS attempts,
+          (SELECT claimed_at FROM tq_deliveries d WHERE d.seq = messages.seq) AS stamp`,
+      args,
+    ),
+    stmt(
+      `UPDATE groups SET last_claimed_at = d.claimed_at
+  FROM tq_deliveries d JOIN messages m ON m.seq = d.seq
+ WHERE d.${mine} AND m.group_id = groups.group_id`,
+      args,
+    ),
   ];
   if (a.maxAttempts < UNLIMITED) {
     stmts.push(
-      stmt(`INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
-SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), d.attempts - 1, 'max_attempts', d.claimed_at
+      stmt(
+        `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), d.attempts - 1, 'max_attempts', unixepoch('subsec')
   FROM tq_deliveries d JOIN messages m ON m.seq = d.seq LEFT JOIN groups g ON g.group_id = m.group_id
- WHERE d.lease_id = :lease AND d.attempts > :max
-ON CONFLICT (seq) DO NOTHING`, args),
-      stmt(`DELETE FROM messages
- WHERE seq = (SELECT seq FROM tq_deliveries WHERE lease_id = :lease AND attempts > :max)`, args),
+ WHERE d.${mine} AND d.attempts > :max
+ON CONFLICT (seq) DO NOTHING`,
+        args,
+      ),
+      stmt(
+        `DELETE FROM messages
+ WHERE seq IN (SELECT seq FROM tq_deliveries WHERE ${mine} AND attempts > :max)`,
+        args,
+      ),
     );
   }
   return stmts;
@@ -258,20 +304,32 @@ export function ackStatements(l: LeaseRef): InStatement[] {
 export function nackStatements(l: LeaseRef, delay: number, maxAttempts: number): InStatement[] {
   const args = { seq: l.seq, lease: l.lease, delay, max: maxAttempts };
   return [
-    stmt(`INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
+    stmt(
+      `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
 SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), d.attempts, 'max_attempts', unixepoch('subsec')
   FROM messages m JOIN tq_deliveries d ON d.seq = m.seq LEFT JOIN groups g ON g.group_id = m.group_id
  WHERE m.seq = :seq AND d.lease_id = :lease AND d.worker_id = m.locked_by AND d.attempts >= :max
-ON CONFLICT (seq) DO NOTHING`, args),
-    stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE}
-   AND EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) RETURNING seq`, args),
-    stmt(`UPDATE messages
+ON CONFLICT (seq) DO NOTHING`,
+      args,
+    ),
+    stmt(
+      `DELETE FROM messages WHERE seq = :seq AND ${FENCE}
+   AND EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) RETURNING seq`,
+      args,
+    ),
+    stmt(
+      `UPDATE messages
    SET locked_by   = CASE WHEN :delay > 0 THEN '__parked__' END,
        lock_expiry = CASE WHEN :delay > 0 THEN unixepoch('subsec') + :delay END
- WHERE seq = :seq AND ${FENCE} RETURNING seq`, args),
-    stmt(`SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present,
+ WHERE seq = :seq AND ${FENCE} RETURNING seq`,
+      args,
+    ),
+    stmt(
+      `SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present,
        EXISTS (SELECT 1 FROM tq_deliveries WHERE seq = :seq AND lease_id = :lease) AS ours,
-       EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) AS dead`, { seq: l.seq, lease: l.lease }),
+       EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) AS dead`,
+      { seq: l.seq, lease: l.lease },
+    ),
   ];
 }
 
@@ -279,8 +337,11 @@ ON CONFLICT (seq) DO NOTHING`, args),
 export function extendStatements(l: LeaseRef, visibility: number): InStatement[] {
   const args = { seq: l.seq, lease: l.lease, vis: visibility };
   return [
-    stmt(`UPDATE messages SET lock_expiry = unixepoch('subsec') + :vis
- WHERE seq = :seq AND ${FENCE} RETURNING lock_expiry`, args),
+    stmt(
+      `UPDATE messages SET lock_expiry = unixepoch('subsec') + :vis
+ WHERE seq = :seq AND ${FENCE} RETURNING lock_expiry`,
+      args,
+    ),
     stmt("SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present", { seq: l.seq }),
   ];
 }
@@ -289,16 +350,25 @@ export function extendStatements(l: LeaseRef, visibility: number): InStatement[]
 // dead letters and stats
 
 export function listDeadLettersStatement(groupId: string | null, afterSeq: number, limit: number): InStatement {
-  return stmt(`SELECT seq, group_id, event, priority, attempts, reason, dead_at FROM tq_dead_letters
- WHERE seq > :after AND (:group IS NULL OR group_id = :group) ORDER BY seq LIMIT :limit`, { after: afterSeq, group: groupId, limit });
+  return stmt(
+    `SELECT seq, group_id, event, priority, attempts, reason, dead_at FROM tq_dead_letters
+ WHERE seq > :after AND (:group IS NULL OR group_id = :group) ORDER BY seq LIMIT :limit`,
+    { after: afterSeq, group: groupId, limit },
+  );
 }
 
 /** Puts a dead letter back at the tail of its group. Results: [0] the new seq, [2] the removed row. */
 export function redriveStatements(seq: number): InStatement[] {
   const args = { seq };
   return [
-    stmt("INSERT INTO messages (group_id, event) SELECT group_id, event FROM tq_dead_letters WHERE seq = :seq RETURNING seq", args),
-    stmt("INSERT OR IGNORE INTO groups (group_id, priority) SELECT group_id, priority FROM tq_dead_letters WHERE seq = :seq", args),
+    stmt(
+      "INSERT INTO messages (group_id, event) SELECT group_id, event FROM tq_dead_letters WHERE seq = :seq RETURNING seq",
+      args,
+    ),
+    stmt(
+      "INSERT OR IGNORE INTO groups (group_id, priority) SELECT group_id, priority FROM tq_dead_letters WHERE seq = :seq",
+      args,
+    ),
     stmt("DELETE FROM tq_dead_letters WHERE seq = :seq RETURNING seq", args),
   ];
 }

@@ -150,14 +150,22 @@ export class LibsqlTransport {
     return t;
   }
 
-  /** Wraps an existing client (for instance one from `@libsql/client/web` inside a Worker). */
+  /**
+   * Wraps an existing client (for instance one from `@libsql/client/web` inside a Worker).
+   * `ensureSchema: false` skips the schema check (one read) when the caller already made sure of
+   * it: a Worker builds a transport per request (workerd forbids sharing in-flight I/O between
+   * requests) but checks the schema once per isolate.
+   */
   static async fromClient(
     client: Client,
-    options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> = {},
+    options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
+      ensureSchema?: boolean;
+    } = {},
   ): Promise<LibsqlTransport> {
-    const opts = resolveOptions(options);
+    const { ensureSchema = true, ...rest } = options;
+    const opts = resolveOptions(rest);
     const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" }, false);
-    await t.#ensureSchema();
+    if (ensureSchema) await t.#ensureSchema();
     return t;
   }
 
@@ -267,29 +275,16 @@ export class LibsqlTransport {
 
   #claimRound<E>(worker: string, vis: number, n: number, min: number) {
     const maxAttempts = Number.isFinite(this.#opts.maxAttempts) ? this.#opts.maxAttempts : sql.UNLIMITED;
-    const tokens = Array.from({ length: n }, randomToken);
-    const parts = tokens.map((lease) =>
-      sql.claimStatements({ lease, worker, visibility: vis, minPriority: min, maxAttempts }),
-    );
-    const per = (parts[0] as unknown[]).length;
+    const token = randomToken();
     return this.#committer.submit({
-      stmts: parts.flat(),
-      // A lost answer strands at most a lease nobody holds; it lapses after `visibility`.
+      stmts: sql.claimStatements({ lease: token, worker, visibility: vis, n, minPriority: min, maxAttempts }),
+      // A resend picks nothing new and answers with the leases of the first attempt (see sql.ts).
       idempotent: true,
       finish: (rs) => {
-        const got: Lease<E>[] = [];
-        let deadLettered = 0;
-        for (let i = 0; i < n; i++) {
-          const chosen = rs[i * per]?.rows[0];
-          if (!chosen) continue;
-          const leased = rs[i * per + 1]?.rows[0];
-          if (!leased) {
-            deadLettered++;
-            continue;
-          }
-          got.push(toLease<E>(leased, tokens[i] as string, worker, Number(chosen.attempts)));
-        }
-        return { got, deadLettered };
+        const picked = rs[0]?.rows.length ?? 0;
+        const leased = [...(rs[1]?.rows ?? [])].sort((a, b) => Number(a.stamp) - Number(b.stamp));
+        const got = leased.map((row) => toLease<E>(row, token, worker));
+        return { got, deadLettered: Math.max(0, picked - got.length) };
       },
     });
   }
@@ -508,7 +503,7 @@ function clientConfig(database: string, o: TransportOptions, opts: typeof DEFAUL
   };
 }
 
-function toLease<E>(row: Row, token: string, workerId: string, attempts: number): Lease<E> {
+function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
   const seq = Number(row.seq);
   return {
     id: `${seq}.${token}`,
@@ -517,7 +512,7 @@ function toLease<E>(row: Row, token: string, workerId: string, attempts: number)
     event: JSON.parse(String(row.event)) as E,
     workerId,
     expiresAt: Number(row.lock_expiry),
-    attempts,
+    attempts: Number(row.attempts),
   };
 }
 
@@ -528,7 +523,8 @@ export function leaseRef(lease: Lease | string): sql.LeaseRef {
   const id = typeof lease === "string" ? lease : typeof lease === "object" && lease !== null ? lease.id : undefined;
   const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
   if (!m) throw invalid("lease", "is not a lease id of this queue");
-  return { seq: Number(m[1]), lease: m[2] as string };
+  const seq = Number(m[1]);
+  return { seq, lease: sql.storedLeaseId(m[2] as string, seq) };
 }
 
 function leaseError(present: boolean, ref: sql.LeaseRef): QueueError {

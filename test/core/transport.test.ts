@@ -180,7 +180,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
   it("reads the claim plan off the database: no full scan of messages", async () => {
     t = await target.open();
     const { claimStatements } = await import("../../src/core/sql.js");
-    for (const s of claimStatements({ lease: "x", worker: "w", visibility: 1, minPriority: 0, maxAttempts: 5 })) {
+    for (const s of claimStatements({ lease: "x", worker: "w", visibility: 1, n: 8, minPriority: 0, maxAttempts: 5 })) {
       const { sql, args } = s as { sql: string; args: unknown[] };
       const plan = await t.client.execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
       const details = plan.rows.map((r) => String(r.detail));
