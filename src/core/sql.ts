@@ -85,14 +85,25 @@ type Args = Record<string, string | number | null>;
  * panic on named arguments in delegated writes.
  */
 function stmt(sql: string, args: Args): InStatement {
-  const values: Array<string | number | null> = [];
-  const text = sql.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+  let compiled = compiledSql.get(sql);
+  if (!compiled) {
+    const names: string[] = [];
+    const text = sql.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+      names.push(name);
+      return "?";
+    });
+    compiled = { text, names };
+    // Statement texts are few (publish texts vary with the batch size): a bounded cache.
+    if (compiledSql.size >= 512) compiledSql.clear();
+    compiledSql.set(sql, compiled);
+  }
+  const values = compiled.names.map((name) => {
     if (!(name in args)) throw new Error(`statement uses :${name} but no argument is given`);
-    values.push(args[name] as string | number | null);
-    return "?";
+    return args[name] as string | number | null;
   });
-  return { sql: text, args: values };
+  return { sql: compiled.text, args: values };
 }
+const compiledSql = new Map<string, { text: string; names: string[] }>();
 
 const FENCE = `EXISTS (SELECT 1 FROM tq_deliveries d
    WHERE d.seq = :seq AND d.lease_id = :lease AND d.worker_id = messages.locked_by)`;

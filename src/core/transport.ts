@@ -38,6 +38,12 @@ export interface TransportOptions {
   idempotencyWindow?: number;
   /** A `fetch` for HTTP connections (tests count requests or cut them with it). */
   fetch?: typeof fetch;
+  /**
+   * Local files only: `"full"` (default) syncs every commit to disk; `"normal"` (WAL + NORMAL, what
+   * plainjob and many SQLite queues use) survives a crash of the process but may lose the last
+   * commits if the machine itself goes down.
+   */
+  synchronous?: "full" | "normal";
 }
 
 export interface Lease<E = unknown> {
@@ -128,19 +134,30 @@ export class LibsqlTransport {
   static async create(database: string, options: TransportOptions = {}): Promise<LibsqlTransport> {
     const opts = resolveOptions(options);
     const config = clientConfig(database, options, opts);
-    const { createClient } = await import("@libsql/client");
+    const local = config.url === ":memory:" || (/^file:/i.test(config.url) && !options.syncUrl);
     let client: Client;
     try {
-      client = createClient(config);
+      if (local) {
+        // Node only: a plain local file goes through the driver directly, with cached statements.
+        const { openLocal } = await import("./local.js");
+        client = await openLocal(
+          config.url === ":memory:" ? ":memory:" : config.url.replace(/^file:(\/\/)?/i, "").replace(/\?.*$/, ""),
+        );
+      } else {
+        const { createClient } = await import("@libsql/client");
+        client = createClient(config);
+      }
     } catch (e) {
       throw invalid("database", toQueueError(e).message);
     }
-    const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" || !!options.syncUrl }, true);
+    const t = new LibsqlTransport(client, { ...opts, autoKeys: !local }, true);
     try {
       if (options.syncUrl) await t.sync();
-      if (client.protocol === "file" && !options.syncUrl && config.url !== ":memory:") {
+      if (local && config.url !== ":memory:") {
         // WAL lets readers and the single writer overlap; the Python transports open it the same way.
         await client.execute("PRAGMA journal_mode=WAL");
+        // FULL (the default) syncs every commit; NORMAL survives a crash of the process, not of the OS.
+        await client.execute(`PRAGMA synchronous=${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
       }
       await t.#ensureSchema();
     } catch (e) {
@@ -490,6 +507,9 @@ function clientConfig(database: string, o: TransportOptions, opts: typeof DEFAUL
     throw invalid("database", "an embedded replica (syncUrl) needs a file: path");
   }
   if (o.syncInterval !== undefined) checkPositiveSeconds("options.syncInterval", o.syncInterval);
+  if (o.synchronous !== undefined && o.synchronous !== "full" && o.synchronous !== "normal") {
+    throw invalid("options.synchronous", `must be "full" or "normal", got ${JSON.stringify(o.synchronous)}`);
+  }
   const base = o.fetch ?? globalThis.fetch;
   const timeoutFetch = (input: RequestInfo | URL, init?: RequestInit) =>
     base(input, { ...init, signal: AbortSignal.timeout(opts.requestTimeoutMs) });
