@@ -1,4 +1,6 @@
+import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+import { TEST_TOKEN } from "./test/worker/constants.js";
 
 export default defineConfig({
   test: {
@@ -13,6 +15,33 @@ export default defineConfig({
           // The files share one sqld and reset it: one file at a time.
           fileParallelism: false,
           testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        // The Worker (src/worker.ts) inside workerd, talking to a real sqld over 127.0.0.1.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            main: "./src/worker.ts",
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                TURSO_DATABASE_URL: inject("workerSqldUrl"),
+                QUEUE_TOKEN: TEST_TOKEN,
+                // Messages in the load test (test/worker/load.test.ts); 0/empty: its default.
+                LOAD_MESSAGES: process.env.LOAD_MESSAGES ?? "",
+                LOAD_WATCH: process.env.LOAD_WATCH ?? "1",
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "workers",
+          include: ["test/worker/**/*.test.ts"],
+          globalSetup: ["test/worker/global-setup.ts"],
+          // The files share one sqld and reset it between tests: one file at a time.
+          fileParallelism: false,
+          testTimeout: 120_000,
           hookTimeout: 60_000,
         },
       },

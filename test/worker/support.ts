@@ -1,0 +1,89 @@
+/** Helpers for the tests that run inside workerd: requests to the Worker, and the database behind it. */
+import { createClient } from "@libsql/client/web";
+import { env, exports } from "cloudflare:workers";
+import { LibsqlTransport } from "../../src/core/transport.js";
+import { TEST_TOKEN } from "./constants.js";
+
+export { TEST_TOKEN };
+
+export interface Call {
+  method?: string;
+  /** A value to send as JSON (with Content-Type: application/json), unless `raw` is given. */
+  json?: unknown;
+  /** A body sent as is. */
+  raw?: BodyInit;
+  headers?: Record<string, string>;
+  /** The bearer token; `null` sends no Authorization header. */
+  token?: string | null;
+}
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  /** The parsed JSON body; undefined when empty. */
+  body: any;
+  text: string;
+}
+
+/** One request to the Worker under test (its default export, in this isolate). */
+export async function api(path: string, call: Call = {}): Promise<Answer> {
+  const headers: Record<string, string> = { ...(call.headers ?? {}) };
+  const token = call.token === undefined ? TEST_TOKEN : call.token;
+  if (token !== null) headers.authorization ??= `Bearer ${token}`;
+  let body: BodyInit | undefined = call.raw;
+  if (call.json !== undefined) {
+    body = JSON.stringify(call.json);
+    headers["content-type"] ??= "application/json";
+  }
+  const method = call.method ?? (body === undefined ? "GET" : "POST");
+  const res = await exports.default.fetch(`http://queue.test${path}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown;
+  if (text.length > 0) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+export const post = (path: string, json?: unknown, extra: Omit<Call, "json"> = {}) =>
+  api(path, { method: "POST", json, ...extra });
+
+/** A direct client on the sqld the Worker is bound to (for resets and checks, not for the API). */
+export function db() {
+  return createClient({ url: env.TURSO_DATABASE_URL as string });
+}
+
+const TABLES = ["messages", "groups", "tq_deliveries", "tq_dead_letters", "tq_idempotency"];
+
+/** Ensures the schema, then empties every queue table. Files run one at a time (fileParallelism: false). */
+export async function resetDatabase(): Promise<void> {
+  const client = db();
+  await LibsqlTransport.fromClient(client);
+  await client.batch([...TABLES.map((t) => `DELETE FROM ${t}`), "DELETE FROM sqlite_sequence WHERE name = 'messages'"], "write");
+  client.close();
+}
+
+/** Rows in every queue table: what "nothing stored" is checked against. */
+export async function rowCounts(): Promise<Record<string, number>> {
+  const client = db();
+  const rs = await client.execute(`SELECT ${TABLES.map((t) => `(SELECT count(*) FROM ${t}) AS ${t}`).join(", ")}`);
+  client.close();
+  const row = rs.rows[0] as Record<string, unknown>;
+  return Object.fromEntries(TABLES.map((t) => [t, Number(row[t])]));
+}
+
+export const EMPTY = Object.fromEntries(TABLES.map((t) => [t, 0]));
+
+/** Groups holding more than one live lease right now (must always be empty). */
+export async function groupsWithTwoLiveLeases(): Promise<unknown[]> {
+  const client = db();
+  const rs = await client.execute(`SELECT group_id, count(*) AS live FROM messages
+     WHERE locked_by IS NOT NULL AND locked_by <> '__parked__' AND lock_expiry >= unixepoch('subsec')
+     GROUP BY group_id HAVING count(*) > 1`);
+  client.close();
+  return rs.rows.map((r) => ({ ...r }));
+}
