@@ -1,0 +1,224 @@
+/**
+ * A loopback TCP proxy in front of a sqld that the test controls (node:net only).
+ *
+ * It reads whole HTTP/1.1 requests from the client (Content-Length or chunked bodies), so that a
+ * fault can be aimed at a request by what its body says (e.g. "the next batch that inserts into
+ * messages"). Faults, each one-shot unless `times` says otherwise:
+ *  - `cut`:   forward only the first half of the request, then close both sides (never applied);
+ *  - `drop`:  forward the whole request, wait for the server's answer (so it has been applied),
+ *             then discard the answer and close the client's connection (outcome unknown);
+ *  - `hang`:  forward the whole request and never pass its answer on (the client times out);
+ *  - `delay`: forward the whole request and hold its answer `ms` milliseconds.
+ * `latencyMs` delays every answer. `refuse` makes new connections close at once.
+ */
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+
+export type Fault = { kind: "cut" } | { kind: "drop" } | { kind: "hang" } | { kind: "delay"; ms: number };
+
+interface Rule {
+  fault: Fault;
+  match: (request: string) => boolean;
+  times: number;
+}
+
+export interface ProxyStats {
+  connections: number;
+  requests: number;
+  /** Faults applied, by kind. */
+  cut: number;
+  drop: number;
+  hang: number;
+  delay: number;
+}
+
+export interface Proxy {
+  url: string;
+  port: number;
+  stats: ProxyStats;
+  /** Extra delay on every answer, ms. */
+  latencyMs: number;
+  /** When true, new connections are closed as soon as they open. */
+  refuse: boolean;
+  /** Queues a fault for the next `times` requests whose text `match` accepts (default: any). */
+  inject(fault: Fault, opts?: { match?: string | RegExp | ((request: string) => boolean); times?: number }): void;
+  /** Removes every queued fault. */
+  clear(): void;
+  /** Faults still queued. */
+  pending(): number;
+  /** Closes every open connection now (both sides). */
+  cutAll(): void;
+  /** Points the proxy at another upstream port (after a restart). */
+  retarget(port: number): void;
+  close(): Promise<void>;
+}
+
+const HEADER_END = Buffer.from("\r\n\r\n");
+
+/** Length in bytes of the first complete request in `buf`, or -1 when it is not complete yet. */
+function requestLength(buf: Buffer): number {
+  const end = buf.indexOf(HEADER_END);
+  if (end < 0) return -1;
+  const head = buf.subarray(0, end).toString("latin1");
+  const bodyStart = end + 4;
+  const cl = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+  if (cl) {
+    const total = bodyStart + Number(cl[1]);
+    return buf.length >= total ? total : -1;
+  }
+  if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
+    // Walk the chunks to the terminating zero-length chunk.
+    let pos = bodyStart;
+    for (;;) {
+      const lineEnd = buf.indexOf("\r\n", pos);
+      if (lineEnd < 0) return -1;
+      const size = Number.parseInt(buf.subarray(pos, lineEnd).toString("latin1"), 16);
+      if (Number.isNaN(size)) return buf.length; // not HTTP as we know it: pass everything on
+      pos = lineEnd + 2 + size + 2;
+      if (size === 0) {
+        // Trailers end with an empty line; we assume none.
+        return buf.length >= pos ? pos : -1;
+      }
+      if (pos > buf.length) return -1;
+    }
+  }
+  return bodyStart; // no body
+}
+
+export async function startProxy(upstreamPort: number): Promise<Proxy> {
+  let upstream = upstreamPort;
+  const rules: Rule[] = [];
+  const sockets = new Set<Socket>();
+  const stats: ProxyStats = { connections: 0, requests: 0, cut: 0, drop: 0, hang: 0, delay: 0 };
+
+  const takeFault = (request: string): Fault | undefined => {
+    const i = rules.findIndex((r) => r.match(request));
+    if (i < 0) return undefined;
+    const rule = rules[i] as Rule;
+    rule.times--;
+    if (rule.times <= 0) rules.splice(i, 1);
+    return rule.fault;
+  };
+
+  const proxy: Proxy = {
+    url: "",
+    port: 0,
+    stats,
+    latencyMs: 0,
+    refuse: false,
+    inject(fault, opts = {}) {
+      const m = opts.match;
+      const match =
+        m === undefined
+          ? () => true
+          : typeof m === "string"
+            ? (r: string) => r.includes(m)
+            : m instanceof RegExp
+              ? (r: string) => m.test(r)
+              : m;
+      rules.push({ fault, match, times: opts.times ?? 1 });
+    },
+    clear() {
+      rules.splice(0);
+    },
+    pending() {
+      return rules.reduce((n, r) => n + r.times, 0);
+    },
+    cutAll() {
+      for (const s of sockets) s.destroy();
+    },
+    retarget(port) {
+      upstream = port;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+
+  const server: Server = createServer((client) => {
+    stats.connections++;
+    sockets.add(client);
+    if (proxy.refuse) {
+      client.destroy();
+      return;
+    }
+    const up = createConnection({ host: "127.0.0.1", port: upstream });
+    sockets.add(up);
+    const closeBoth = () => {
+      client.destroy();
+      up.destroy();
+    };
+    client.on("close", () => {
+      sockets.delete(client);
+      up.destroy();
+    });
+    up.on("close", () => {
+      sockets.delete(up);
+      client.destroy();
+    });
+    client.on("error", closeBoth);
+    up.on("error", closeBoth);
+
+    let inbound = Buffer.alloc(0);
+    // The fault of the request whose answer is awaited (undici sends one request at a time per connection).
+    let current: Fault | undefined;
+    let awaitingFirstByte = false;
+    // Answers are forwarded in order, each after its delay.
+    let answerChain: Promise<void> = Promise.resolve();
+
+    client.on("data", (chunk: Buffer) => {
+      inbound = Buffer.concat([inbound, chunk]);
+      for (;;) {
+        const len = requestLength(inbound);
+        if (len < 0) return;
+        const request = inbound.subarray(0, len);
+        inbound = inbound.subarray(len);
+        stats.requests++;
+        const fault = takeFault(request.toString("utf8"));
+        current = fault;
+        awaitingFirstByte = true;
+        if (fault?.kind === "cut") {
+          stats.cut++;
+          up.write(request.subarray(0, Math.max(1, Math.floor(len / 2))), () => setTimeout(closeBoth, 5));
+          return;
+        }
+        if (fault) stats[fault.kind]++;
+        up.write(request);
+      }
+    });
+
+    up.on("data", (chunk: Buffer) => {
+      const fault = current;
+      if (fault?.kind === "drop") {
+        // The server answered, so it applied the request: lose the answer.
+        closeBoth();
+        return;
+      }
+      if (fault?.kind === "hang") return; // swallow; the client gives up by itself
+      // A delay holds an answer once, before its first byte; later chunks follow in order.
+      const wait = awaitingFirstByte ? proxy.latencyMs + (fault?.kind === "delay" ? fault.ms : 0) : 0;
+      awaitingFirstByte = false;
+      answerChain = answerChain.then(
+        () =>
+          new Promise<void>((resolve) => {
+            const send = () => {
+              if (!client.destroyed) client.write(chunk);
+              resolve();
+            };
+            if (wait > 0) setTimeout(send, wait);
+            else send();
+          }),
+      );
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const addr = server.address();
+  proxy.port = typeof addr === "object" && addr ? addr.port : 0;
+  proxy.url = `http://127.0.0.1:${proxy.port}`;
+  return proxy;
+}
