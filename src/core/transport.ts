@@ -24,7 +24,12 @@ export interface TransportOptions {
   syncUrl?: string;
   /** Seconds between background syncs of an embedded replica. */
   syncInterval?: number;
-  /** Write batches in flight at once, per transport (default 4: sqld degrades past a few). */
+  /**
+   * Write batches in flight at once, per transport (default 1). sqld 0.24 serializes writers and, with
+   * several write batches waiting under sustained load, can stop answering writes altogether; one batch
+   * in flight, with group commit carrying everything that queues meanwhile, is both the fastest and the
+   * only setting that never wedged it here (see BENCHMARKS.md).
+   */
   maxInFlight?: number;
   /** Most statements coalesced into one batch (default 800). */
   maxBatchStatements?: number;
@@ -102,7 +107,7 @@ export const MAX_PUBLISH_BATCH = 1000;
 export const MAX_CLAIM_BATCH = 100;
 
 const DEFAULTS = {
-  maxInFlight: 4,
+  maxInFlight: 1,
   maxBatchStatements: 800,
   requestTimeoutMs: 10_000,
   timeoutMs: 30_000,

@@ -58,8 +58,8 @@ describe("embedded replica (file + syncUrl)", () => {
 
 describe("a sqld replica node (--primary-grpc-url)", () => {
   it("serves claims that stay exclusive with claimers on the primary", async () => {
-    const viaPrimary = await LibsqlTransport.create(primary.url, { maxInFlight: 2 });
-    const viaReplica = await LibsqlTransport.create(replicaNode.url, { maxInFlight: 2 });
+    const viaPrimary = await LibsqlTransport.create(primary.url);
+    const viaReplica = await LibsqlTransport.create(replicaNode.url);
     const published = new Map<number, { groupId: string }>();
     const batch = Array.from({ length: 300 }, (_, i) => ({ groupId: `r${i % 20}`, event: i }));
     for (const [i, s] of (await viaReplica.publishMany(batch)).entries())

@@ -15,7 +15,7 @@ import { envInt, report, sleep, tableCounts } from "../support/trust.js";
 const MESSAGES = envInt("TRUST_LOAD_MESSAGES", 2000);
 const GROUPS = envInt("TRUST_LOAD_GROUPS", 100);
 const CLAIMERS = envInt("TRUST_LOAD_CLAIMERS", 64);
-const TRANSPORTS = envInt("TRUST_LOAD_TRANSPORTS", 4);
+const TRANSPORTS = envInt("TRUST_LOAD_TRANSPORTS", 2);
 const SECONDS = envInt("TRUST_LOAD_SECONDS", 240);
 const MAX_IN_FLIGHT = envInt("TRUST_LOAD_MAX_IN_FLIGHT", 1);
 
