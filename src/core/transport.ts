@@ -374,7 +374,7 @@ export class LibsqlTransport {
   ): Promise<DeadLetter<E>[]> {
     const groupId = options.groupId === undefined ? null : checkId("groupId", options.groupId);
     const after = options.afterSeq ?? 0;
-    if (!Number.isInteger(after) || after < 0) throw invalid("afterSeq", "must be an integer >= 0");
+    if (!Number.isSafeInteger(after) || after < 0) throw invalid("afterSeq", "must be an integer >= 0");
     const limit = checkCount("limit", options.limit ?? 100, 1000);
     const rs = await this.#read(sql.listDeadLettersStatement(groupId, after, limit));
     return rs.rows.map((r) => ({
