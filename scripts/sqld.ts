@@ -82,7 +82,10 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
   if (child.pid !== undefined) {
     spawn(
       "sh",
-      ["-c", `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${child.pid} 2>/dev/null; do sleep 1; done; kill -9 ${child.pid} 2>/dev/null`],
+      [
+        "-c",
+        `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${child.pid} 2>/dev/null; do sleep 1; done; kill -9 ${child.pid} 2>/dev/null`,
+      ],
       { detached: true, stdio: "ignore" },
     ).unref();
   }

@@ -13,7 +13,12 @@ export const requireBearer: MiddlewareHandler<AppEnv> = async (c, next) => {
   const header = c.req.header("authorization");
   const challenge = { "WWW-Authenticate": 'Bearer realm="turso-queue"' };
   if (header === undefined) {
-    throw new HttpError(401, "UNAUTHORIZED", "Authorization: missing (send `Authorization: Bearer <QUEUE_TOKEN>`)", challenge);
+    throw new HttpError(
+      401,
+      "UNAUTHORIZED",
+      "Authorization: missing (send `Authorization: Bearer <QUEUE_TOKEN>`)",
+      challenge,
+    );
   }
   const m = BEARER.exec(header);
   if (!m || !(await sameSecret(m[1] as string, parsed.config.queueToken))) {

@@ -4,7 +4,7 @@
  * refused body stores nothing.
  */
 import type { Context } from "hono";
-import { HttpError, badRequest } from "./errors.js";
+import { badRequest, HttpError } from "./errors.js";
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get 413. */
 export const MAX_BODY_BYTES = 1_048_576;

@@ -64,7 +64,9 @@ function parse(env: Record<string, unknown>): ParsedConfig {
 
   const queueToken = str("QUEUE_TOKEN");
   if (queueToken === undefined) {
-    problems.push("QUEUE_TOKEN is not set (run `wrangler secret put QUEUE_TOKEN`); every /v1 request is refused until it is");
+    problems.push(
+      "QUEUE_TOKEN is not set (run `wrangler secret put QUEUE_TOKEN`); every /v1 request is refused until it is",
+    );
   } else if (queueToken.length < MIN_QUEUE_TOKEN_LENGTH) {
     problems.push(`QUEUE_TOKEN must be at least ${MIN_QUEUE_TOKEN_LENGTH} characters`);
   }

@@ -42,9 +42,14 @@ export class Gate {
           return;
         }
         if (Date.now() > deadline) {
-          throw new HttpError(503, "BUSY", `too many requests waiting for the database (waited ${this.#maxWaitMs} ms)`, {
-            "Retry-After": "1",
-          });
+          throw new HttpError(
+            503,
+            "BUSY",
+            `too many requests waiting for the database (waited ${this.#maxWaitMs} ms)`,
+            {
+              "Retry-After": "1",
+            },
+          );
         }
       }
     } finally {

@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
-import { checkDeliveryLog, type Held } from "../support/exclusivity.js";
+import { checkDeliveryLog, claimUntilEmpty, type Held } from "../support/exclusivity.js";
 
 describe("16 claimers at once over HTTP", () => {
   it("deliver 1,000 messages in 50 groups exactly once each, never two live leases in a group", async () => {
@@ -20,24 +20,8 @@ describe("16 claimers at once over HTTP", () => {
     }
 
     const log: Held[] = [];
-    const claimer = async (t: LibsqlTransport, id: string) => {
-      // Stops once the queue has been seen empty a few times in a row by this claimer.
-      for (let empty = 0; empty < 5; ) {
-        const lease: Lease | null = await t.claim(id, 30);
-        if (!lease) {
-          empty++;
-          await new Promise((r) => setTimeout(r, 20));
-          continue;
-        }
-        empty = 0;
-        const claimedAt = performance.now();
-        const ackSentAt = performance.now();
-        await t.ack(lease);
-        log.push({ groupId: lease.groupId, seq: lease.seq, event: lease.event, claimedAt, ackSentAt });
-      }
-    };
     await Promise.all(
-      Array.from({ length: 16 }, (_, i) => claimer(transports[i % 2] as LibsqlTransport, `worker-${i}`)),
+      Array.from({ length: 16 }, (_, i) => claimUntilEmpty(transports[i % 2] as LibsqlTransport, `worker-${i}`, log)),
     );
     checkDeliveryLog(log, published);
     expect((await first.stats()).ready).toBe(0);

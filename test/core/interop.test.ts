@@ -48,7 +48,10 @@ async function pyClaim(c: Client, worker: string, visibility: number, minPriorit
     });
     const row = rs.rows[0];
     if (row) {
-      await tx.execute({ sql: "UPDATE groups SET last_claimed_at = ? WHERE group_id = ?", args: [now, String(row.group_id)] });
+      await tx.execute({
+        sql: "UPDATE groups SET last_claimed_at = ? WHERE group_id = ?",
+        args: [now, String(row.group_id)],
+      });
       await tx.execute({
         sql: "UPDATE messages SET locked_by = ?, lock_expiry = ? WHERE seq = ?",
         args: [worker, now + visibility, Number(row.seq)],

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Sqld, startSqld } from "../../scripts/sqld.js";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants } from "../support/db.js";
-import { checkDeliveryLog, type Held } from "../support/exclusivity.js";
+import { checkDeliveryLog, claimUntilEmpty, type Held } from "../support/exclusivity.js";
 
 // A primary with a gRPC port for replicas, and a second sqld started as its replica node.
 let primary: Sqld;
@@ -68,20 +68,7 @@ describe("a sqld replica node (--primary-grpc-url)", () => {
     const log: Held[] = [];
     const servedBy = { primary: 0, replica: 0 };
     const claimer = async (t: LibsqlTransport, id: string) => {
-      for (let empty = 0; empty < 5; ) {
-        const lease = await t.claim(id, 30);
-        if (!lease) {
-          empty++;
-          await new Promise((r) => setTimeout(r, 20));
-          continue;
-        }
-        empty = 0;
-        const claimedAt = performance.now();
-        const ackSentAt = performance.now();
-        await t.ack(lease);
-        log.push({ groupId: lease.groupId, seq: lease.seq, event: lease.event, claimedAt, ackSentAt });
-        servedBy[t === viaReplica ? "replica" : "primary"]++;
-      }
+      servedBy[t === viaReplica ? "replica" : "primary"] += await claimUntilEmpty(t, id, log);
     };
     await Promise.all(
       Array.from({ length: 8 }, (_, i) =>

@@ -43,3 +43,33 @@ export function checkDeliveryLog(log: Held[], published: Map<number, { groupId: 
     }
   }
 }
+
+/**
+ * One claimer: claims and acks until it has seen the queue empty a few times in a row, logging each
+ * lease it held. Returns how many it acked.
+ */
+export async function claimUntilEmpty(
+  t: {
+    claim(id: string, visibility: number): Promise<{ groupId: string; seq: number; event: unknown } | null>;
+    ack(l: never): Promise<void>;
+  },
+  id: string,
+  log: Held[],
+): Promise<number> {
+  let acked = 0;
+  for (let empty = 0; empty < 5; ) {
+    const lease = await t.claim(id, 30);
+    if (!lease) {
+      empty++;
+      await new Promise((r) => setTimeout(r, 20));
+      continue;
+    }
+    empty = 0;
+    const claimedAt = performance.now();
+    const ackSentAt = performance.now();
+    await t.ack(lease as never);
+    log.push({ groupId: lease.groupId, seq: lease.seq, event: lease.event, claimedAt, ackSentAt });
+    acked++;
+  }
+  return acked;
+}

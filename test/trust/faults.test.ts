@@ -36,201 +36,205 @@ describe("sqld killed with SIGKILL during a run, restarted on the same data", ()
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("keeps every acked message gone, delivers every unacked one again, acks nothing twice", async () => {
-    const dataDir = join(dir, "data.sqld");
-    sqld = await startSqld({ dataDir });
-    const { port, url } = sqld;
-    // Budgets long enough to ride out a restart: calls retry through it instead of failing. A kill
-    // resets connections, so the outage shows at once; the request timeout stays at its default
-    // because abandoning requests under load can wedge sqld (see test/trust/repro/sqld-stall.ts).
-    const opts = { requestTimeoutMs: 10_000, timeoutMs: 30_000, maxAttempts: Number.POSITIVE_INFINITY };
-    // Two transports ("processes"): publishers share one, claimers the other. More write batches in
-    // flight at once can wedge sqld 0.24's writes under sustained load (docs/guarantees.md, "Open").
-    const pubT = await LibsqlTransport.create(url, opts);
-    const subT = await LibsqlTransport.create(url, opts);
-    const pubs = Array.from({ length: PUBLISHERS }, () => pubT);
-    const subs = Array.from({ length: CLAIMERS }, () => subT);
+  it(
+    "keeps every acked message gone, delivers every unacked one again, acks nothing twice",
+    async () => {
+      const dataDir = join(dir, "data.sqld");
+      sqld = await startSqld({ dataDir });
+      const { port, url } = sqld;
+      // Budgets long enough to ride out a restart: calls retry through it instead of failing. A kill
+      // resets connections, so the outage shows at once; the request timeout stays at its default
+      // because abandoning requests under load can wedge sqld (see test/trust/repro/sqld-stall.ts).
+      const opts = { requestTimeoutMs: 10_000, timeoutMs: 30_000, maxAttempts: Number.POSITIVE_INFINITY };
+      // Two transports ("processes"): publishers share one, claimers the other. More write batches in
+      // flight at once can wedge sqld 0.24's writes under sustained load (docs/guarantees.md, "Open").
+      const pubT = await LibsqlTransport.create(url, opts);
+      const subT = await LibsqlTransport.create(url, opts);
+      const pubs = Array.from({ length: PUBLISHERS }, () => pubT);
+      const subs = Array.from({ length: CLAIMERS }, () => subT);
 
-    const published = new Map<number, string>(); // seq -> payload id, as publish answered
-    const publishUnknown = new Set<string>(); // publishes that threw: stored once or not at all
-    const acked = new Map<number, { lease: string; payload: string }>(); // seq -> the one ack that succeeded
-    const ackedLeases = new Set<string>();
-    const claimsOf = new Map<number, number>(); // seq -> deliveries seen
-    const ackUnknown = new Set<number>();
-    const violations: string[] = [];
-    const errors: Record<string, number> = {};
-    const countError = (e: unknown) => {
-      const code = e instanceof QueueError ? e.code : String(e);
-      errors[code] = (errors[code] ?? 0) + 1;
-    };
-    const abandoned = new Set<number>();
-    const abandoner = await LibsqlTransport.create(url, opts);
-    let publishersDone = false;
-    let drained = false;
-    const started = Date.now();
-    const hardDeadline = started + BUDGET_MS;
+      const published = new Map<number, string>(); // seq -> payload id, as publish answered
+      const publishUnknown = new Set<string>(); // publishes that threw: stored once or not at all
+      const acked = new Map<number, { lease: string; payload: string }>(); // seq -> the one ack that succeeded
+      const ackedLeases = new Set<string>();
+      const claimsOf = new Map<number, number>(); // seq -> deliveries seen
+      const ackUnknown = new Set<number>();
+      const violations: string[] = [];
+      const errors: Record<string, number> = {};
+      const countError = (e: unknown) => {
+        const code = e instanceof QueueError ? e.code : String(e);
+        errors[code] = (errors[code] ?? 0) + 1;
+      };
+      const abandoned = new Set<number>();
+      const abandoner = await LibsqlTransport.create(url, opts);
+      let publishersDone = false;
+      let drained = false;
+      const started = Date.now();
+      const hardDeadline = started + BUDGET_MS;
 
-    const publisher = async (t: LibsqlTransport, p: number) => {
-      for (let i = p; i < MESSAGES; i += PUBLISHERS) {
-        const payload = `m${i}`;
-        try {
-          const seq = await t.publish(`g${i % GROUPS}`, { payload });
-          if (published.has(seq)) violations.push(`seq ${seq} returned to two publishes`);
-          published.set(seq, payload);
-        } catch (e) {
-          countError(e);
-          publishUnknown.add(payload);
-        }
-      }
-    };
-    const claimer = async (t: LibsqlTransport, c: number) => {
-      while (!drained && Date.now() < hardDeadline) {
-        let lease: Lease<{ payload: string }> | null;
-        try {
-          lease = await t.claim<{ payload: string }>(`w${c}`, 1.5);
-        } catch (e) {
-          countError(e);
-          continue;
-        }
-        if (!lease) {
-          await sleep(50);
-          continue;
-        }
-        claimsOf.set(lease.seq, (claimsOf.get(lease.seq) ?? 0) + 1);
-        if (acked.has(lease.seq)) violations.push(`seq ${lease.seq} delivered again after its ack succeeded`);
-        await sleep(Math.random() * 30); // "work", so that kills find leases in flight
-        try {
-          await t.ack(lease);
-          if (ackedLeases.has(lease.id)) violations.push(`lease ${lease.id} acked twice`);
-          ackedLeases.add(lease.id);
-          const prev = acked.get(lease.seq);
-          if (prev) violations.push(`seq ${lease.seq} acked by two leases (${prev.lease}, ${lease.id})`);
-          acked.set(lease.seq, { lease: lease.id, payload: lease.event.payload });
-        } catch (e) {
-          countError(e);
-          if (e instanceof QueueError && e.outcomeUnknown) ackUnknown.add(lease.seq);
-        }
-      }
-    };
-    const killer = async () => {
-      const downtimes: number[] = [];
-      for (let k = 1; k <= KILLS; k++) {
-        while (published.size < (MESSAGES * k) / (KILLS + 1) && Date.now() < hardDeadline) await sleep(5);
-        // Workers that die with the server: they claim and never ack. Their messages must come back.
-        try {
-          const dying = await abandoner.claimMany<{ payload: string }>("dying-worker", 1.5, 3);
-          for (const l of dying) {
-            abandoned.add(l.seq);
-            claimsOf.set(l.seq, (claimsOf.get(l.seq) ?? 0) + 1);
+      const publisher = async (t: LibsqlTransport, p: number) => {
+        for (let i = p; i < MESSAGES; i += PUBLISHERS) {
+          const payload = `m${i}`;
+          try {
+            const seq = await t.publish(`g${i % GROUPS}`, { payload });
+            if (published.has(seq)) violations.push(`seq ${seq} returned to two publishes`);
+            published.set(seq, payload);
+          } catch (e) {
+            countError(e);
+            publishUnknown.add(payload);
           }
-        } catch (e) {
-          countError(e);
         }
-        await (sqld as Sqld).kill();
-        const down = Date.now();
-        await sleep(300);
-        sqld = await startSqld({ dataDir, port });
-        downtimes.push(Date.now() - down);
-        killsDone++;
+      };
+      const claimer = async (t: LibsqlTransport, c: number) => {
+        while (!drained && Date.now() < hardDeadline) {
+          let lease: Lease<{ payload: string }> | null;
+          try {
+            lease = await t.claim<{ payload: string }>(`w${c}`, 1.5);
+          } catch (e) {
+            countError(e);
+            continue;
+          }
+          if (!lease) {
+            await sleep(50);
+            continue;
+          }
+          claimsOf.set(lease.seq, (claimsOf.get(lease.seq) ?? 0) + 1);
+          if (acked.has(lease.seq)) violations.push(`seq ${lease.seq} delivered again after its ack succeeded`);
+          await sleep(Math.random() * 30); // "work", so that kills find leases in flight
+          try {
+            await t.ack(lease);
+            if (ackedLeases.has(lease.id)) violations.push(`lease ${lease.id} acked twice`);
+            ackedLeases.add(lease.id);
+            const prev = acked.get(lease.seq);
+            if (prev) violations.push(`seq ${lease.seq} acked by two leases (${prev.lease}, ${lease.id})`);
+            acked.set(lease.seq, { lease: lease.id, payload: lease.event.payload });
+          } catch (e) {
+            countError(e);
+            if (e instanceof QueueError && e.outcomeUnknown) ackUnknown.add(lease.seq);
+          }
+        }
+      };
+      const killer = async () => {
+        const downtimes: number[] = [];
+        for (let k = 1; k <= KILLS; k++) {
+          while (published.size < (MESSAGES * k) / (KILLS + 1) && Date.now() < hardDeadline) await sleep(5);
+          // Workers that die with the server: they claim and never ack. Their messages must come back.
+          try {
+            const dying = await abandoner.claimMany<{ payload: string }>("dying-worker", 1.5, 3);
+            for (const l of dying) {
+              abandoned.add(l.seq);
+              claimsOf.set(l.seq, (claimsOf.get(l.seq) ?? 0) + 1);
+            }
+          } catch (e) {
+            countError(e);
+          }
+          await (sqld as Sqld).kill();
+          const down = Date.now();
+          await sleep(300);
+          sqld = await startSqld({ dataDir, port });
+          downtimes.push(Date.now() - down);
+          killsDone++;
+        }
+        return downtimes;
+      };
+      const drainWatch = async () => {
+        const direct = await LibsqlTransport.create(url, opts);
+        try {
+          while (Date.now() < hardDeadline) {
+            await sleep(100);
+            if (!publishersDone || killing) continue;
+            const s = await direct.stats().catch(() => undefined);
+            lastStats = JSON.stringify(s);
+            if (s && s.ready + s.inFlight + s.parked === 0) break;
+          }
+        } finally {
+          drained = true;
+          direct.close();
+        }
+      };
+
+      let lastStats = "";
+      let killsDone = 0;
+      const progress = setInterval(() => {
+        const line = `published ${published.size} acked ${acked.size} claims ${[...claimsOf.values()].reduce((a, b) => a + b, 0)} errors ${JSON.stringify(errors)} killing ${killing} ${lastStats}`;
+        if (process.env.TRUST_VERBOSE) {
+          const t0 = Date.now();
+          void fetch(`${url}/v2/pipeline`, {
+            method: "POST",
+            body: JSON.stringify({ requests: [{ type: "execute", stmt: { sql: "SELECT count(*) FROM messages" } }] }),
+            signal: AbortSignal.timeout(1500),
+          })
+            .then((r) => r.text())
+            .then((b) =>
+              console.log(
+                `[crash +${Date.now() - started} ms] ${line} probe ${Date.now() - t0}ms ${b.slice(0, 200)} pid ${sqld?.process.pid} kills ${killsDone}`,
+              ),
+            )
+            .catch((e) =>
+              console.log(
+                `[crash +${Date.now() - started} ms] ${line} probe failed ${e} pid ${sqld?.process.pid} kills ${killsDone}`,
+              ),
+            );
+        }
+      }, 2000);
+      let killing = true;
+      const killerRun = killer().finally(() => {
+        killing = false;
+      });
+      const pubRun = Promise.all(pubs.map(publisher)).finally(() => {
+        publishersDone = true;
+      });
+      await Promise.all([pubRun, killerRun, drainWatch(), ...subs.map(claimer)]);
+      const downtimes = await killerRun;
+      clearInterval(progress);
+      const elapsed = Date.now() - started;
+      for (const t of [...pubs, ...subs, abandoner]) t.close();
+
+      expect(Date.now(), "the run hit its hard deadline").toBeLessThan(hardDeadline);
+      expect(violations).toEqual([]);
+      // Every message whose publish answered was delivered and acked (or its ack's outcome is unknown).
+      const missing = [...published.keys()].filter((s) => !acked.has(s) && !ackUnknown.has(s));
+      expect(missing, "published messages never acked").toEqual([]);
+      // Nothing acked that was not published, and no payload stored twice.
+      const payloads = new Map<string, number>();
+      for (const { payload } of acked.values()) payloads.set(payload, (payloads.get(payload) ?? 0) + 1);
+      expect(
+        [...payloads].filter(([, n]) => n > 1),
+        "payloads stored twice",
+      ).toEqual([]);
+      for (const [seq, a] of acked) {
+        const expected = published.get(seq);
+        if (expected !== undefined) expect(a.payload).toBe(expected);
+        else expect(publishUnknown.has(a.payload), `seq ${seq} (${a.payload}) was never published`).toBe(true);
       }
-      return downtimes;
-    };
-    const drainWatch = async () => {
       const direct = await LibsqlTransport.create(url, opts);
-      try {
-        while (Date.now() < hardDeadline) {
-          await sleep(100);
-          if (!publishersDone || killing) continue;
-          const s = await direct.stats().catch(() => undefined);
-          lastStats = JSON.stringify(s);
-          if (s && s.ready + s.inFlight + s.parked === 0) break;
-        }
-      } finally {
-        drained = true;
-        direct.close();
+      expect(await tableCounts(direct.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+      await checkInvariants(direct.client);
+      direct.close();
+
+      const redelivered = [...claimsOf.values()].filter((n) => n > 1).length;
+      report("crash", {
+        messages: MESSAGES,
+        published: published.size,
+        publishOutcomeUnknown: publishUnknown.size,
+        acked: acked.size,
+        ackOutcomeUnknown: ackUnknown.size,
+        redelivered,
+        abandonedAtKill: abandoned.size,
+        kills: KILLS,
+        downtimeMs: downtimes,
+        callerErrors: errors,
+        elapsedMs: elapsed,
+      });
+      // The leases of the workers that died with the server were delivered again and acked by others.
+      expect(abandoned.size).toBeGreaterThan(0);
+      for (const seq of abandoned) {
+        expect(claimsOf.get(seq) ?? 0, `abandoned seq ${seq} was not delivered again`).toBeGreaterThanOrEqual(2);
+        expect(acked.has(seq) || ackUnknown.has(seq), `abandoned seq ${seq} never acked`).toBe(true);
       }
-    };
-
-    let lastStats = "";
-    let killsDone = 0;
-    const progress = setInterval(() => {
-      const line = `published ${published.size} acked ${acked.size} claims ${[...claimsOf.values()].reduce((a, b) => a + b, 0)} errors ${JSON.stringify(errors)} killing ${killing} ${lastStats}`;
-      if (process.env.TRUST_VERBOSE) {
-        const t0 = Date.now();
-        void fetch(`${url}/v2/pipeline`, {
-          method: "POST",
-          body: JSON.stringify({ requests: [{ type: "execute", stmt: { sql: "SELECT count(*) FROM messages" } }] }),
-          signal: AbortSignal.timeout(1500),
-        })
-          .then((r) => r.text())
-          .then((b) =>
-            console.log(
-              `[crash +${Date.now() - started} ms] ${line} probe ${Date.now() - t0}ms ${b.slice(0, 200)} pid ${sqld?.process.pid} kills ${killsDone}`,
-            ),
-          )
-          .catch((e) =>
-            console.log(
-              `[crash +${Date.now() - started} ms] ${line} probe failed ${e} pid ${sqld?.process.pid} kills ${killsDone}`,
-            ),
-          );
-      }
-    }, 2000);
-    let killing = true;
-    const killerRun = killer().finally(() => {
-      killing = false;
-    });
-    const pubRun = Promise.all(pubs.map(publisher)).finally(() => {
-      publishersDone = true;
-    });
-    await Promise.all([pubRun, killerRun, drainWatch(), ...subs.map(claimer)]);
-    const downtimes = await killerRun;
-    clearInterval(progress);
-    const elapsed = Date.now() - started;
-    for (const t of [...pubs, ...subs, abandoner]) t.close();
-
-    expect(Date.now(), "the run hit its hard deadline").toBeLessThan(hardDeadline);
-    expect(violations).toEqual([]);
-    // Every message whose publish answered was delivered and acked (or its ack's outcome is unknown).
-    const missing = [...published.keys()].filter((s) => !acked.has(s) && !ackUnknown.has(s));
-    expect(missing, "published messages never acked").toEqual([]);
-    // Nothing acked that was not published, and no payload stored twice.
-    const payloads = new Map<string, number>();
-    for (const { payload } of acked.values()) payloads.set(payload, (payloads.get(payload) ?? 0) + 1);
-    expect(
-      [...payloads].filter(([, n]) => n > 1),
-      "payloads stored twice",
-    ).toEqual([]);
-    for (const [seq, a] of acked) {
-      const expected = published.get(seq);
-      if (expected !== undefined) expect(a.payload).toBe(expected);
-      else expect(publishUnknown.has(a.payload), `seq ${seq} (${a.payload}) was never published`).toBe(true);
-    }
-    const direct = await LibsqlTransport.create(url, opts);
-    expect(await tableCounts(direct.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
-    await checkInvariants(direct.client);
-    direct.close();
-
-    const redelivered = [...claimsOf.values()].filter((n) => n > 1).length;
-    report("crash", {
-      messages: MESSAGES,
-      published: published.size,
-      publishOutcomeUnknown: publishUnknown.size,
-      acked: acked.size,
-      ackOutcomeUnknown: ackUnknown.size,
-      redelivered,
-      abandonedAtKill: abandoned.size,
-      kills: KILLS,
-      downtimeMs: downtimes,
-      callerErrors: errors,
-      elapsedMs: elapsed,
-    });
-    // The leases of the workers that died with the server were delivered again and acked by others.
-    expect(abandoned.size).toBeGreaterThan(0);
-    for (const seq of abandoned) {
-      expect(claimsOf.get(seq) ?? 0, `abandoned seq ${seq} was not delivered again`).toBeGreaterThanOrEqual(2);
-      expect(acked.has(seq) || ackUnknown.has(seq), `abandoned seq ${seq} never acked`).toBe(true);
-    }
-  }, BUDGET_MS + 40_000);
+    },
+    BUDGET_MS + 40_000,
+  );
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -469,115 +473,121 @@ describe("64 concurrent writers against one sqld", () => {
     await sqld?.stop();
   });
 
-  it("no caller hangs past its timeout, no BUSY reaches a caller, nothing is lost", async () => {
-    const OPS = envInt("TRUST_CONTENTION_OPS", 10); // publish+claim+ack rounds per writer
-    const TIMEOUT = 20_000;
-    const opts = { requestTimeoutMs: 15_000, timeoutMs: TIMEOUT };
-    // 64 callers on two transports ("processes"), one batch in flight each (the default): what the
-    // library queues and coalesces, sqld never sees. More batches in flight at once can wedge sqld
-    // 0.24's writes under sustained load (docs/guarantees.md, "Open"); TRUST_CONTENTION_TRANSPORTS
-    // and TRUST_CONTENTION_IN_FLIGHT raise them.
-    const transports = await Promise.all(
-      Array.from({ length: envInt("TRUST_CONTENTION_TRANSPORTS", 2) }, () =>
-        LibsqlTransport.create(sqld.url, { ...opts, maxInFlight: envInt("TRUST_CONTENTION_IN_FLIGHT", 1) }),
-      ),
-    );
-    const writers: Array<{ t: LibsqlTransport; id: string }> = Array.from({ length: 64 }, (_, w) => ({
-      t: transports[w % transports.length] as LibsqlTransport,
-      id: `t${w % transports.length}c${w}`,
-    }));
-    expect(writers).toHaveLength(64);
+  it(
+    "no caller hangs past its timeout, no BUSY reaches a caller, nothing is lost",
+    async () => {
+      const OPS = envInt("TRUST_CONTENTION_OPS", 10); // publish+claim+ack rounds per writer
+      const TIMEOUT = 20_000;
+      const opts = { requestTimeoutMs: 15_000, timeoutMs: TIMEOUT };
+      // 64 callers on two transports ("processes"), one batch in flight each (the default): what the
+      // library queues and coalesces, sqld never sees. More batches in flight at once can wedge sqld
+      // 0.24's writes under sustained load (docs/guarantees.md, "Open"); TRUST_CONTENTION_TRANSPORTS
+      // and TRUST_CONTENTION_IN_FLIGHT raise them.
+      const transports = await Promise.all(
+        Array.from({ length: envInt("TRUST_CONTENTION_TRANSPORTS", 2) }, () =>
+          LibsqlTransport.create(sqld.url, { ...opts, maxInFlight: envInt("TRUST_CONTENTION_IN_FLIGHT", 1) }),
+        ),
+      );
+      const writers: Array<{ t: LibsqlTransport; id: string }> = Array.from({ length: 64 }, (_, w) => ({
+        t: transports[w % transports.length] as LibsqlTransport,
+        id: `t${w % transports.length}c${w}`,
+      }));
+      expect(writers).toHaveLength(64);
 
-    const durations: number[] = [];
-    const errors: QueueError[] = [];
-    const published = new Set<number>();
-    const acked = new Set<number>();
-    const timed = async <T>(p: Promise<T>): Promise<T | undefined> => {
-      const t0 = performance.now();
-      try {
-        return await p;
-      } catch (e) {
-        errors.push(e as QueueError);
-        return undefined;
-      } finally {
-        durations.push(performance.now() - t0);
-      }
-    };
-    const started = Date.now();
-    await Promise.all(
-      writers.map(async ({ t, id }, w) => {
-        for (let i = 0; i < OPS; i++) {
-          const batch = i % 5 === 0;
-          if (batch) {
-            const seqs = await timed(
-              t.publishMany(Array.from({ length: 5 }, (_, k) => ({ groupId: `g${(w + k) % 32}`, event: { w, i, k } }))),
-            );
-            for (const s of seqs ?? []) published.add(s);
-          } else {
-            const seq = await timed(t.publish(`g${w % 32}`, { w, i }));
-            if (seq !== undefined) published.add(seq);
-          }
-          const leases = await timed(t.claimMany(id, 30, 2));
-          for (const l of leases ?? []) {
-            const ok = await timed(t.ack(l).then(() => true));
-            if (ok) acked.add(l.seq);
-          }
+      const durations: number[] = [];
+      const errors: QueueError[] = [];
+      const published = new Set<number>();
+      const acked = new Set<number>();
+      const timed = async <T>(p: Promise<T>): Promise<T | undefined> => {
+        const t0 = performance.now();
+        try {
+          return await p;
+        } catch (e) {
+          errors.push(e as QueueError);
+          return undefined;
+        } finally {
+          durations.push(performance.now() - t0);
         }
-      }),
-    );
-    // Drain what is left, then account for everything.
-    const drain = await LibsqlTransport.create(sqld.url, opts);
-    const drainUntil = Date.now() + 30_000;
-    for (;;) {
-      // A sqld whose writes have wedged (docs/guarantees.md, "Open") shows up here as a clear failure.
-      expect(Date.now(), `drain unfinished; callers so far got ${errors.length} errors`).toBeLessThan(drainUntil);
-      const leases = await drain.claimMany("drain", 30, 100);
-      if (leases.length === 0) break;
-      for (const l of leases) {
-        await drain.ack(l);
-        acked.add(l.seq);
+      };
+      const started = Date.now();
+      await Promise.all(
+        writers.map(async ({ t, id }, w) => {
+          for (let i = 0; i < OPS; i++) {
+            const batch = i % 5 === 0;
+            if (batch) {
+              const seqs = await timed(
+                t.publishMany(
+                  Array.from({ length: 5 }, (_, k) => ({ groupId: `g${(w + k) % 32}`, event: { w, i, k } })),
+                ),
+              );
+              for (const s of seqs ?? []) published.add(s);
+            } else {
+              const seq = await timed(t.publish(`g${w % 32}`, { w, i }));
+              if (seq !== undefined) published.add(seq);
+            }
+            const leases = await timed(t.claimMany(id, 30, 2));
+            for (const l of leases ?? []) {
+              const ok = await timed(t.ack(l).then(() => true));
+              if (ok) acked.add(l.seq);
+            }
+          }
+        }),
+      );
+      // Drain what is left, then account for everything.
+      const drain = await LibsqlTransport.create(sqld.url, opts);
+      const drainUntil = Date.now() + 30_000;
+      for (;;) {
+        // A sqld whose writes have wedged (docs/guarantees.md, "Open") shows up here as a clear failure.
+        expect(Date.now(), `drain unfinished; callers so far got ${errors.length} errors`).toBeLessThan(drainUntil);
+        const leases = await drain.claimMany("drain", 30, 100);
+        if (leases.length === 0) break;
+        for (const l of leases) {
+          await drain.ack(l);
+          acked.add(l.seq);
+        }
       }
-    }
-    const elapsed = Date.now() - started;
-    durations.sort((a, b) => a - b);
-    const pct = (p: number) =>
-      Math.round(durations[Math.min(durations.length - 1, Math.floor(p * durations.length))] ?? 0);
-    const stats = transports.reduce(
-      (acc, t) => ({
-        batches: acc.batches + t.writeStats.batches,
-        retries: acc.retries + t.writeStats.retries,
-        busy: acc.busy + t.writeStats.busy,
-      }),
-      { batches: 0, retries: 0, busy: 0 },
-    );
-    report("contention", {
-      writers: 64,
-      calls: durations.length,
-      published: published.size,
-      acked: acked.size,
-      errors: errors.map((e) => e.code),
-      p50ms: pct(0.5),
-      p99ms: pct(0.99),
-      maxMs: pct(1),
-      elapsedMs: elapsed,
-      ...stats,
-    });
-    expect(
-      errors.filter((e) => e.code === "BUSY"),
-      "BUSY reached a caller",
-    ).toEqual([]);
-    expect(errors, "callers got errors").toEqual([]);
-    expect(pct(1), "a call ran past its timeout").toBeLessThan(TIMEOUT + 1000);
-    expect(
-      [...published].filter((s) => !acked.has(s)),
-      "messages lost",
-    ).toEqual([]);
-    expect(acked.size).toBe(published.size);
-    expect(published.size).toBe(64 * OPS + 64 * Math.ceil(OPS / 5) * 4);
-    expect(await tableCounts(drain.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
-    await checkInvariants(drain.client);
-    for (const t of [...transports, drain]) t.close();
-  }, 60_000 + envInt("TRUST_CONTENTION_OPS", 10) * 6_000);
+      const elapsed = Date.now() - started;
+      durations.sort((a, b) => a - b);
+      const pct = (p: number) =>
+        Math.round(durations[Math.min(durations.length - 1, Math.floor(p * durations.length))] ?? 0);
+      const stats = transports.reduce(
+        (acc, t) => ({
+          batches: acc.batches + t.writeStats.batches,
+          retries: acc.retries + t.writeStats.retries,
+          busy: acc.busy + t.writeStats.busy,
+        }),
+        { batches: 0, retries: 0, busy: 0 },
+      );
+      report("contention", {
+        writers: 64,
+        calls: durations.length,
+        published: published.size,
+        acked: acked.size,
+        errors: errors.map((e) => e.code),
+        p50ms: pct(0.5),
+        p99ms: pct(0.99),
+        maxMs: pct(1),
+        elapsedMs: elapsed,
+        ...stats,
+      });
+      expect(
+        errors.filter((e) => e.code === "BUSY"),
+        "BUSY reached a caller",
+      ).toEqual([]);
+      expect(errors, "callers got errors").toEqual([]);
+      expect(pct(1), "a call ran past its timeout").toBeLessThan(TIMEOUT + 1000);
+      expect(
+        [...published].filter((s) => !acked.has(s)),
+        "messages lost",
+      ).toEqual([]);
+      expect(acked.size).toBe(published.size);
+      expect(published.size).toBe(64 * OPS + 64 * Math.ceil(OPS / 5) * 4);
+      expect(await tableCounts(drain.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+      await checkInvariants(drain.client);
+      for (const t of [...transports, drain]) t.close();
+    },
+    60_000 + envInt("TRUST_CONTENTION_OPS", 10) * 6_000,
+  );
 });
 
 // ---------------------------------------------------------------------------------------------

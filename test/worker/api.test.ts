@@ -2,7 +2,7 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import worker from "../../src/worker.js";
-import { EMPTY, TEST_TOKEN, api, post, resetDatabase, rowCounts } from "./support.js";
+import { api, EMPTY, post, resetDatabase, rowCounts, TEST_TOKEN } from "./support.js";
 
 beforeEach(resetDatabase);
 
@@ -124,7 +124,12 @@ describe("happy paths", () => {
   });
 
   it("dead letters: listed, redriven (201, new seq), deleted (204)", async () => {
-    await post("/v1/messages", { messages: [{ group_id: "p", event: "poison" }, { group_id: "q", event: "other" }] });
+    await post("/v1/messages", {
+      messages: [
+        { group_id: "p", event: "poison" },
+        { group_id: "q", event: "other" },
+      ],
+    });
     // The default maxAttempts is 5: nack until the message moves to the dead letters.
     let dead = false;
     for (let i = 0; i < 10 && !dead; i++) {
@@ -140,7 +145,15 @@ describe("happy paths", () => {
     expect(list.status).toBe(200);
     expect(list.body).toEqual({
       dead_letters: [
-        { seq: 1, group_id: "p", event: "poison", priority: 0, attempts: 5, reason: expect.any(String), dead_at: expect.any(Number) },
+        {
+          seq: 1,
+          group_id: "p",
+          event: "poison",
+          priority: 0,
+          attempts: 5,
+          reason: expect.any(String),
+          dead_at: expect.any(Number),
+        },
       ],
       next_after_seq: null,
     });
@@ -169,7 +182,12 @@ describe("happy paths", () => {
 describe("idempotent publish", () => {
   it("a retry with the same key returns the first seqs and stores once", async () => {
     const headers = { "idempotency-key": "order-42" };
-    const body = { messages: [{ group_id: "a", event: { n: 1 } }, { group_id: "b", event: { n: 2 } }] };
+    const body = {
+      messages: [
+        { group_id: "a", event: { n: 1 } },
+        { group_id: "b", event: { n: 2 } },
+      ],
+    };
     const first = await post("/v1/messages", body, { headers });
     const retry = await post("/v1/messages", body, { headers });
     expect(first.status).toBe(201);
@@ -196,9 +214,27 @@ describe("idempotent publish", () => {
   it("the same key with a different body is 409 and stores nothing more", async () => {
     const headers = { "idempotency-key": "k1" };
     await post("/v1/groups/g/messages", { event: 1 }, { headers });
-    expectError(await post("/v1/groups/g/messages", { event: 2 }, { headers }), 409, "IDEMPOTENCY_CONFLICT", "Idempotency-Key");
+    expectError(
+      await post("/v1/groups/g/messages", { event: 2 }, { headers }),
+      409,
+      "IDEMPOTENCY_CONFLICT",
+      "Idempotency-Key",
+    );
     expectError(await post("/v1/groups/other/messages", { event: 1 }, { headers }), 409, "IDEMPOTENCY_CONFLICT");
-    expectError(await post("/v1/messages", { messages: [{ group_id: "g", event: 1 }, { group_id: "g", event: 1 }] }, { headers }), 409, "IDEMPOTENCY_CONFLICT");
+    expectError(
+      await post(
+        "/v1/messages",
+        {
+          messages: [
+            { group_id: "g", event: 1 },
+            { group_id: "g", event: 1 },
+          ],
+        },
+        { headers },
+      ),
+      409,
+      "IDEMPOTENCY_CONFLICT",
+    );
     expect((await rowCounts()).messages).toBe(1);
   });
 
@@ -209,7 +245,12 @@ describe("idempotent publish", () => {
   });
 
   it("an invalid key is 400 naming the header", async () => {
-    expectError(await post("/v1/groups/g/messages", { event: 1 }, { headers: { "idempotency-key": "k".repeat(513) } }), 400, "INVALID_ARGUMENT", "Idempotency-Key");
+    expectError(
+      await post("/v1/groups/g/messages", { event: 1 }, { headers: { "idempotency-key": "k".repeat(513) } }),
+      400,
+      "INVALID_ARGUMENT",
+      "Idempotency-Key",
+    );
     expect(await rowCounts()).toEqual(EMPTY);
   });
 });
@@ -279,7 +320,9 @@ describe("auth", () => {
   });
 
   it("the scheme is case-insensitive", async () => {
-    expect((await api("/v1/stats", { token: null, headers: { authorization: `bearer ${TEST_TOKEN}` } })).status).toBe(200);
+    expect((await api("/v1/stats", { token: null, headers: { authorization: `bearer ${TEST_TOKEN}` } })).status).toBe(
+      200,
+    );
   });
 
   it("without QUEUE_TOKEN configured the API refuses every /v1 request (503), even with no token", async () => {
@@ -298,14 +341,26 @@ describe("auth", () => {
         expect(body.error.message).toContain("QUEUE_TOKEN");
       }
     }
-    const res = await worker.fetch(new Request("http://queue.test/healthz"), { ...env, QUEUE_TOKEN: undefined }, undefined);
+    const res = await worker.fetch(
+      new Request("http://queue.test/healthz"),
+      { ...env, QUEUE_TOKEN: undefined },
+      undefined,
+    );
     expect(res.status).toBe(200);
     expect(await rowCounts()).toEqual(EMPTY);
   });
 
   it("a missing or unusable TURSO_DATABASE_URL is a clear 503", async () => {
-    for (const [url, mention] of [[undefined, "TURSO_DATABASE_URL is not set"], ["file:/tmp/x.db", "must be a libsql:"], ["not a url", "not a valid URL"]] as const) {
-      const res = await worker.fetch(new Request("http://queue.test/v1/stats", { headers: { authorization: `Bearer ${TEST_TOKEN}` } }), { ...env, TURSO_DATABASE_URL: url }, undefined);
+    for (const [url, mention] of [
+      [undefined, "TURSO_DATABASE_URL is not set"],
+      ["file:/tmp/x.db", "must be a libsql:"],
+      ["not a url", "not a valid URL"],
+    ] as const) {
+      const res = await worker.fetch(
+        new Request("http://queue.test/v1/stats", { headers: { authorization: `Bearer ${TEST_TOKEN}` } }),
+        { ...env, TURSO_DATABASE_URL: url },
+        undefined,
+      );
       expect(res.status).toBe(503);
       const body: any = await res.json();
       expect(body.error.code).toBe("NOT_CONFIGURED");
@@ -366,13 +421,49 @@ describe("error statuses", () => {
   });
 
   it("400 for invalid JSON and a missing body", async () => {
-    for (const raw of ["{", '{"event": NaN}', '{"event": Infinity}', "{'event': 1}", '{"event": 1,}', "\u0000", '{"event": undefined}']) {
-      expectError(await api("/v1/groups/g/messages", { method: "POST", raw, headers: { "content-type": "application/json" } }), 400, "INVALID_ARGUMENT", "body");
+    for (const raw of [
+      "{",
+      '{"event": NaN}',
+      '{"event": Infinity}',
+      "{'event': 1}",
+      '{"event": 1,}',
+      "\u0000",
+      '{"event": undefined}',
+    ]) {
+      expectError(
+        await api("/v1/groups/g/messages", { method: "POST", raw, headers: { "content-type": "application/json" } }),
+        400,
+        "INVALID_ARGUMENT",
+        "body",
+      );
     }
     // 1e400 parses as Infinity, which JSON cannot store: refused, never turned into null.
-    expectError(await api("/v1/groups/g/messages", { method: "POST", raw: '{"event": 1e400}', headers: { "content-type": "application/json" } }), 400, "INVALID_ARGUMENT", "event");
-    expectError(await api("/v1/groups/g/messages", { method: "POST", raw: new Uint8Array([0x7b, 0xff, 0x7d]), headers: { "content-type": "application/json" } }), 400, "INVALID_ARGUMENT", "UTF-8");
-    expectError(await api("/v1/claims", { method: "POST", headers: { "content-type": "application/json" } }), 400, "INVALID_ARGUMENT", "body");
+    expectError(
+      await api("/v1/groups/g/messages", {
+        method: "POST",
+        raw: '{"event": 1e400}',
+        headers: { "content-type": "application/json" },
+      }),
+      400,
+      "INVALID_ARGUMENT",
+      "event",
+    );
+    expectError(
+      await api("/v1/groups/g/messages", {
+        method: "POST",
+        raw: new Uint8Array([0x7b, 0xff, 0x7d]),
+        headers: { "content-type": "application/json" },
+      }),
+      400,
+      "INVALID_ARGUMENT",
+      "UTF-8",
+    );
+    expectError(
+      await api("/v1/claims", { method: "POST", headers: { "content-type": "application/json" } }),
+      400,
+      "INVALID_ARGUMENT",
+      "body",
+    );
     expect(await rowCounts()).toEqual(EMPTY);
   });
 
@@ -381,7 +472,11 @@ describe("error statuses", () => {
     expectError(await api("/v1/nope"), 404, "NOT_FOUND");
     expectError(await api("/v2/stats"), 404, "NOT_FOUND");
     expectError(await post("/v1/leases/7.0123456789abcdef0123456789abcdef/ack"), 404, "LEASE_NOT_FOUND");
-    expectError(await post("/v1/leases/7.0123456789abcdef0123456789abcdef/extend", { visibility: 5 }), 404, "LEASE_NOT_FOUND");
+    expectError(
+      await post("/v1/leases/7.0123456789abcdef0123456789abcdef/extend", { visibility: 5 }),
+      404,
+      "LEASE_NOT_FOUND",
+    );
   });
 
   it("405 for a known path with another method", async () => {
@@ -393,7 +488,11 @@ describe("error statuses", () => {
 
   it("413 above 1 MiB, by Content-Length or by the bytes actually sent", async () => {
     const big = JSON.stringify({ event: "x".repeat(1_048_576) });
-    expectError(await api("/v1/groups/g/messages", { method: "POST", raw: big, headers: { "content-type": "application/json" } }), 413, "PAYLOAD_TOO_LARGE");
+    expectError(
+      await api("/v1/groups/g/messages", { method: "POST", raw: big, headers: { "content-type": "application/json" } }),
+      413,
+      "PAYLOAD_TOO_LARGE",
+    );
     // A chunked body (no Content-Length) is counted as it is read.
     const chunk = new TextEncoder().encode("x".repeat(65_536));
     let sent = 0;
@@ -404,20 +503,53 @@ describe("error statuses", () => {
         else ctl.close();
       },
     });
-    expectError(await api("/v1/groups/g/messages", { method: "POST", raw: stream, headers: { "content-type": "application/json" } }), 413, "PAYLOAD_TOO_LARGE");
+    expectError(
+      await api("/v1/groups/g/messages", {
+        method: "POST",
+        raw: stream,
+        headers: { "content-type": "application/json" },
+      }),
+      413,
+      "PAYLOAD_TOO_LARGE",
+    );
     // Just under the limit is fine.
     const fits = JSON.stringify({ event: "x".repeat(1_048_576 - 100) });
-    expect((await api("/v1/groups/g/messages", { method: "POST", raw: fits, headers: { "content-type": "application/json" } })).status).toBe(201);
+    expect(
+      (
+        await api("/v1/groups/g/messages", {
+          method: "POST",
+          raw: fits,
+          headers: { "content-type": "application/json" },
+        })
+      ).status,
+    ).toBe(201);
     expect((await rowCounts()).messages).toBe(1);
   });
 
   it("415 for a body that is not declared as JSON", async () => {
-    for (const type of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "multipart/form-data; boundary=x", "applicationjson"]) {
-      expectError(await api("/v1/groups/g/messages", { method: "POST", raw: '{"event":1}', headers: { "content-type": type } }), 415, "UNSUPPORTED_MEDIA_TYPE");
+    for (const type of [
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "application/json; charset=latin1",
+      "multipart/form-data; boundary=x",
+      "applicationjson",
+    ]) {
+      expectError(
+        await api("/v1/groups/g/messages", { method: "POST", raw: '{"event":1}', headers: { "content-type": type } }),
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+      );
     }
-    expectError(await api("/v1/groups/g/messages", { method: "POST", raw: new Blob(['{"event":1}']) }), 415, "UNSUPPORTED_MEDIA_TYPE");
+    expectError(
+      await api("/v1/groups/g/messages", { method: "POST", raw: new Blob(['{"event":1}']) }),
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+    );
     for (const type of ["application/json; charset=UTF-8", "application/vnd.api+json", "APPLICATION/JSON"]) {
-      expect((await api("/v1/groups/g/messages", { method: "POST", raw: '{"event":1}', headers: { "content-type": type } })).status).toBe(201);
+      expect(
+        (await api("/v1/groups/g/messages", { method: "POST", raw: '{"event":1}', headers: { "content-type": type } }))
+          .status,
+      ).toBe(201);
     }
     expect((await rowCounts()).messages).toBe(3);
   });

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { beforeAll, expect, it } from "vitest";
-import { EMPTY, api, resetDatabase, rowCounts } from "./support.js";
+import { api, EMPTY, resetDatabase, rowCounts } from "./support.js";
 
 beforeAll(resetDatabase);
 
@@ -17,7 +17,18 @@ const nasty = fc.oneof(
   fc.string(),
   fc.string({ unit: "grapheme", maxLength: 50 }),
   fc.string({ unit: "binary", maxLength: 50 }),
-  fc.constantFrom("'; DROP TABLE messages; --", "1 OR 1=1", "\u0000", "a\u0000b", "../../etc", "%00", "__parked__", "", " ", "NaN"),
+  fc.constantFrom(
+    "'; DROP TABLE messages; --",
+    "1 OR 1=1",
+    "\u0000",
+    "a\u0000b",
+    "../../etc",
+    "%00",
+    "__parked__",
+    "",
+    " ",
+    "NaN",
+  ),
   fc.integer({ min: 513, max: 5000 }).map((n) => "x".repeat(n)),
 );
 
@@ -30,14 +41,37 @@ const badNumber = fc.oneof(
 /** What the number actually becomes on the wire (-0 is sent as 0, 1e400 never appears). */
 const wire = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
 const isNum = (v: unknown): v is number => typeof v === "number";
-const badPriority = badNumber.filter((v) => { const w = wire(v); return !(isNum(w) && Number.isInteger(w) && w >= 0 && w <= 4); });
-const badVisibility = badNumber.filter((v) => { const w = wire(v); return !(isNum(w) && w > 0 && w <= 366 * 86400); });
-const badDelay = badNumber.filter((v) => { const w = wire(v); return !(isNum(w) && w >= 0 && w <= 366 * 86400); });
-const badMax = badNumber.filter((v) => { const w = wire(v); return !(isNum(w) && Number.isInteger(w) && w >= 1 && w <= 100); });
+const badPriority = badNumber.filter((v) => {
+  const w = wire(v);
+  return !(isNum(w) && Number.isInteger(w) && w >= 0 && w <= 4);
+});
+const badVisibility = badNumber.filter((v) => {
+  const w = wire(v);
+  return !(isNum(w) && w > 0 && w <= 366 * 86400);
+});
+const badDelay = badNumber.filter((v) => {
+  const w = wire(v);
+  return !(isNum(w) && w >= 0 && w <= 366 * 86400);
+});
+const badMax = badNumber.filter((v) => {
+  const w = wire(v);
+  return !(isNum(w) && Number.isInteger(w) && w >= 1 && w <= 100);
+});
 
 /** Raw bodies that are not valid JSON text. */
 const invalidJson = fc.oneof(
-  fc.constantFrom("{", "}", "{'a':1}", '{"event": NaN}', '{"event": -Infinity}', '{"event": 1,}', '{"event": undefined}', "\u0000{}", "{\u0000}", '{"a":"\\x"}'),
+  fc.constantFrom(
+    "{",
+    "}",
+    "{'a':1}",
+    '{"event": NaN}',
+    '{"event": -Infinity}',
+    '{"event": 1,}',
+    '{"event": undefined}',
+    "\u0000{}",
+    "{\u0000}",
+    '{"a":"\\x"}',
+  ),
   fc.string().map((s) => `{${s},}`),
   fc.integer({ min: 1, max: 20_000 }).map((n) => "[".repeat(n)),
 );
@@ -57,59 +91,113 @@ const deep = (n: number): unknown => {
   return v;
 };
 
-const publishPaths = ["/v1/groups/g/messages", "/v1/messages", "/v1/claims", `/v1/leases/${LEASE}/nack`, `/v1/leases/${LEASE}/extend`];
+const publishPaths = [
+  "/v1/groups/g/messages",
+  "/v1/messages",
+  "/v1/claims",
+  `/v1/leases/${LEASE}/nack`,
+  `/v1/leases/${LEASE}/extend`,
+];
 
 const hostile: fc.Arbitrary<Req> = fc.oneof(
   // Wrong content types on every body-taking route.
-  fc.record({
-    path: fc.constantFrom(...publishPaths),
-    type: fc.oneof(fc.constantFrom("text/plain", "application/xml", "application/json; charset=utf-16", "multipart/form-data", "json"), fc.stringMatching(/^[a-z]{1,10}\/[a-z]{1,10}$/).filter((t) => !/json/.test(t))),
-    body: fc.string({ minLength: 1 }),
-  }).map(({ path, type, body }) => ({ path, method: "POST", raw: body, headers: { "content-type": type } })),
+  fc
+    .record({
+      path: fc.constantFrom(...publishPaths),
+      type: fc.oneof(
+        fc.constantFrom(
+          "text/plain",
+          "application/xml",
+          "application/json; charset=utf-16",
+          "multipart/form-data",
+          "json",
+        ),
+        fc.stringMatching(/^[a-z]{1,10}\/[a-z]{1,10}$/).filter((t) => !/json/.test(t)),
+      ),
+      body: fc.string({ minLength: 1 }),
+    })
+    .map(({ path, type, body }) => ({ path, method: "POST", raw: body, headers: { "content-type": type } })),
   // Invalid JSON.
-  fc.record({ path: fc.constantFrom(...publishPaths), raw: invalidJson }).map(({ path, raw }) => ({ path, method: "POST", raw, headers: JSON_TYPE })),
+  fc
+    .record({ path: fc.constantFrom(...publishPaths), raw: invalidJson })
+    .map(({ path, raw }) => ({ path, method: "POST", raw, headers: JSON_TYPE })),
   // Valid JSON, but not an object.
-  fc.record({ path: fc.constantFrom(...publishPaths), v: fc.oneof(fc.array(fc.jsonValue()), fc.string(), fc.double(), fc.constant(null)) }).map(({ path, v }) => jsonReq(path, v)),
+  fc
+    .record({
+      path: fc.constantFrom(...publishPaths),
+      v: fc.oneof(fc.array(fc.jsonValue()), fc.string(), fc.double(), fc.constant(null)),
+    })
+    .map(({ path, v }) => jsonReq(path, v)),
   // Events nested too deep.
   fc.integer({ min: 65, max: 3000 }).map((n) => jsonReq("/v1/groups/g/messages", { event: deep(n) })),
   // Bad group ids in the path.
-  fc.oneof(
-    fc.integer({ min: 513, max: 3000 }).map((n) => "g".repeat(n)),
-    nasty.map((s) => `${s}\u0000`),
-  ).map((g) => jsonReq(`/v1/groups/${enc(g)}/messages`, { event: 1 })),
+  fc
+    .oneof(
+      fc.integer({ min: 513, max: 3000 }).map((n) => "g".repeat(n)),
+      nasty.map((s) => `${s}\u0000`),
+    )
+    .map((g) => jsonReq(`/v1/groups/${enc(g)}/messages`, { event: 1 })),
   // Bad priorities, unknown fields.
   badPriority.map((priority) => jsonReq("/v1/groups/g/messages", { event: "e", priority })),
-  fc.record({ k: nasty.filter((k) => k !== "event" && k !== "priority"), v: fc.jsonValue() }).map(({ k, v }) => jsonReq("/v1/groups/g/messages", { event: 1, [k]: v })),
+  fc
+    .record({ k: nasty.filter((k) => k !== "event" && k !== "priority"), v: fc.jsonValue() })
+    .map(({ k, v }) => jsonReq("/v1/groups/g/messages", { event: 1, [k]: v })),
   // A batch with one bad message among good ones.
-  fc.record({
-    good: fc.array(fc.record({ group_id: fc.stringMatching(/^[a-z]{1,8}$/), event: fc.jsonValue() }), { maxLength: 20 }),
-    bad: fc.oneof(
-      badPriority.map((priority) => ({ group_id: "g", event: 1, priority })),
-      nasty.filter((s) => s.length === 0 || s.length > 512 || s.includes("\u0000")).map((group_id) => ({ group_id, event: 1 })),
-      fc.constant({ group_id: "g" }),
-      fc.jsonValue().filter((v) => typeof v !== "object" || v === null || Array.isArray(v)),
-    ),
-    at: fc.nat(),
-  }).map(({ good, bad, at }) => {
-    const list: unknown[] = [...good];
-    list.splice(at % (good.length + 1), 0, bad);
-    return jsonReq("/v1/messages", { messages: list });
-  }),
+  fc
+    .record({
+      good: fc.array(fc.record({ group_id: fc.stringMatching(/^[a-z]{1,8}$/), event: fc.jsonValue() }), {
+        maxLength: 20,
+      }),
+      bad: fc.oneof(
+        badPriority.map((priority) => ({ group_id: "g", event: 1, priority })),
+        nasty
+          .filter((s) => s.length === 0 || s.length > 512 || s.includes("\u0000"))
+          .map((group_id) => ({ group_id, event: 1 })),
+        fc.constant({ group_id: "g" }),
+        fc.jsonValue().filter((v) => typeof v !== "object" || v === null || Array.isArray(v)),
+      ),
+      at: fc.nat(),
+    })
+    .map(({ good, bad, at }) => {
+      const list: unknown[] = [...good];
+      list.splice(at % (good.length + 1), 0, bad);
+      return jsonReq("/v1/messages", { messages: list });
+    }),
   // Bad idempotency keys on an otherwise valid publish.
-  fc.integer({ min: 513, max: 4000 }).map((n) => jsonReq("/v1/groups/g/messages", { event: 1 }, { "idempotency-key": "k".repeat(n) })),
+  fc
+    .integer({ min: 513, max: 4000 })
+    .map((n) => jsonReq("/v1/groups/g/messages", { event: 1 }, { "idempotency-key": "k".repeat(n) })),
   // Bad claims.
-  fc.record({ worker_id: fc.oneof(nasty.filter((s) => s.length === 0 || s.length > 512 || s.includes("\u0000") || s === "__parked__"), badNumber.filter((v) => typeof v !== "string" || v === "")), visibility: fc.double({ min: 1, max: 60 }) }).map((b) => jsonReq("/v1/claims", b)),
+  fc
+    .record({
+      worker_id: fc.oneof(
+        nasty.filter((s) => s.length === 0 || s.length > 512 || s.includes("\u0000") || s === "__parked__"),
+        badNumber.filter((v) => typeof v !== "string" || v === ""),
+      ),
+      visibility: fc.double({ min: 1, max: 60 }),
+    })
+    .map((b) => jsonReq("/v1/claims", b)),
   fc.record({ worker_id: fc.constant("w"), visibility: badVisibility }).map((b) => jsonReq("/v1/claims", b)),
-  fc.record({ worker_id: fc.constant("w"), visibility: fc.constant(5), max: badMax }).map((b) => jsonReq("/v1/claims", b)),
+  fc
+    .record({ worker_id: fc.constant("w"), visibility: fc.constant(5), max: badMax })
+    .map((b) => jsonReq("/v1/claims", b)),
   // SQL, unicode and junk as lease ids and seqs.
-  fc.record({ id: nasty, op: fc.constantFrom("ack", "nack", "extend") }).map(({ id, op }) => ({ path: `/v1/leases/${enc(id)}/${op}`, method: "POST" })),
-  fc.record({ seq: fc.oneof(nasty, fc.constantFrom("0", "-1", "1.5", "1e3", "0x10", "99999999999999999999")) }).map(({ seq }) => ({ path: `/v1/dead-letters/${enc(seq)}/redrive`, method: "POST" })),
+  fc
+    .record({ id: nasty, op: fc.constantFrom("ack", "nack", "extend") })
+    .map(({ id, op }) => ({ path: `/v1/leases/${enc(id)}/${op}`, method: "POST" })),
+  fc
+    .record({ seq: fc.oneof(nasty, fc.constantFrom("0", "-1", "1.5", "1e3", "0x10", "99999999999999999999")) })
+    .map(({ seq }) => ({ path: `/v1/dead-letters/${enc(seq)}/redrive`, method: "POST" })),
   badDelay.map((delay) => jsonReq(`/v1/leases/${LEASE}/nack`, { delay })),
   // Unknown routes and methods.
-  fc.record({ p: nasty, m: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE") }).map(({ p, m }) => ({ path: `/v1/x/${enc(p)}`, method: m })),
+  fc
+    .record({ p: nasty, m: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE") })
+    .map(({ p, m }) => ({ path: `/v1/x/${enc(p)}`, method: m })),
   fc.constantFrom("PUT", "PATCH", "GET").map((m) => ({ path: "/v1/messages", method: m })),
   // Oversized bodies (valid JSON, but above the limit).
-  fc.integer({ min: 1_048_577, max: 1_300_000 }).map((n) => ({ path: "/v1/messages", method: "POST", raw: `{"messages":[${" ".repeat(n)}]}`, headers: JSON_TYPE })),
+  fc
+    .integer({ min: 1_048_577, max: 1_300_000 })
+    .map((n) => ({ path: "/v1/messages", method: "POST", raw: `{"messages":[${" ".repeat(n)}]}`, headers: JSON_TYPE })),
 );
 
 it("hostile requests get a 4xx JSON error and store nothing", async () => {

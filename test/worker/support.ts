@@ -1,6 +1,7 @@
 /** Helpers for the tests that run inside workerd: requests to the Worker, and the database behind it. */
-import { createClient } from "@libsql/client/web";
+
 import { env, exports } from "cloudflare:workers";
+import { createClient } from "@libsql/client/web";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { TEST_TOKEN } from "./constants.js";
 
@@ -63,7 +64,10 @@ const TABLES = ["messages", "groups", "tq_deliveries", "tq_dead_letters", "tq_id
 export async function resetDatabase(): Promise<void> {
   const client = db();
   await LibsqlTransport.fromClient(client);
-  await client.batch([...TABLES.map((t) => `DELETE FROM ${t}`), "DELETE FROM sqlite_sequence WHERE name = 'messages'"], "write");
+  await client.batch(
+    [...TABLES.map((t) => `DELETE FROM ${t}`), "DELETE FROM sqlite_sequence WHERE name = 'messages'"],
+    "write",
+  );
   client.close();
 }
 

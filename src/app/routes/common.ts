@@ -4,7 +4,7 @@ import type { Lease } from "../../core/transport.js";
 import { checkId } from "../../core/validate.js";
 import type { AppEnv } from "../app.js";
 import type { JsonObject } from "../body.js";
-import { HttpError, badRequest } from "../errors.js";
+import { badRequest, HttpError } from "../errors.js";
 
 /** The field must be present (JSON null counts as present; the checker decides). */
 export function required(body: JsonObject, field: string, prefix = ""): unknown {
