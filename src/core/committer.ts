@@ -82,16 +82,7 @@ export class Committer {
           reject(e);
         },
       } as Pending<unknown>;
-      const timer = setTimeout(() => {
-        const last = pending.lastError;
-        pending.reject(
-          new QueueError(
-            last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
-            `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
-            { cause: last, outcomeUnknown: pending.maybeApplied || pending.sent },
-          ),
-        );
-      }, this.#opts.timeoutMs);
+      const timer = setTimeout(() => this.#giveUp(pending), this.#opts.timeoutMs);
       this.#queue.push(pending);
       // Writes submitted in the same tick share a batch even when a slot is free.
       if (!this.#scheduled) {
@@ -186,33 +177,41 @@ export class Committer {
     const now = Date.now();
     return writes.filter((w) => {
       if (now < w.deadline) return true;
-      const last = w.lastError;
-      w.reject(
-        new QueueError(
-          last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
-          `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
-          { cause: last, outcomeUnknown: w.maybeApplied },
-        ),
-      );
+      this.#giveUp(w);
       return false;
     });
   }
 
-  async #send(stmts: InStatement[]): Promise<ResultSet[]> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
+  /** Fails a write at its deadline (a no-op once it has settled). */
+  #giveUp(w: Pending<unknown>): void {
+    const last = w.lastError;
+    w.reject(
+      new QueueError(
+        last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
+        `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
+        { cause: last, outcomeUnknown: w.maybeApplied || w.sent },
+      ),
+    );
+  }
+
+  #send(stmts: InStatement[]): Promise<ResultSet[]> {
+    return withTimeout(this.#client.batch(stmts, "write"), this.#opts.requestTimeoutMs);
+  }
+}
+
+/** Rejects with a TimeoutError (mapped to TIMEOUT, outcome unknown) when `p` takes longer than `ms`. */
+export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const e = new Error(`no answer within ${this.#opts.requestTimeoutMs} ms`);
+        const e = new Error(`no answer within ${ms} ms`);
         e.name = "TimeoutError";
         reject(e);
-      }, this.#opts.requestTimeoutMs);
-    });
-    try {
-      return await Promise.race([this.#client.batch(stmts, "write"), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+      }, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** Exponential backoff with full jitter: 10 ms, 20 ms, ... capped at 500 ms. */

@@ -4,7 +4,7 @@
  * an embedded replica, in Node or in a Worker. Every operation is one write batch: one HTTP request.
  */
 import type { Client, Config, InStatement, ResultSet, Row } from "@libsql/client";
-import { backoff, Committer } from "./committer.js";
+import { backoff, Committer, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import * as sql from "./sql.js";
 import {
@@ -583,18 +583,4 @@ async function fingerprint(rows: sql.PublishRow[]): Promise<string> {
   const text = JSON.stringify(rows.map((r) => [r.groupId, r.event, r.priority]));
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const e = new Error(`no answer within ${ms} ms`);
-        e.name = "TimeoutError";
-        reject(e);
-      }, ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
