@@ -2,30 +2,47 @@
  * The Worker entry: the queue's HTTP API (src/app) over the Turso/libSQL database named by the
  * bindings (parsed once per isolate, see src/app/env.ts).
  *
- * The schema is ensured once per isolate (per database URL). The transport itself, an
- * `@libsql/client/web` HTTP client plus the library's write path, is cheap to build (no connection,
- * no round trip) and is built per request: workerd does not let one request wait on I/O started
- * by another (a shared write path whose batch was sent from a request that then finished hangs
- * the requests whose writes rode in it; seen with 64 concurrent claimers under `wrangler dev`).
+ * With the QUEUE_WRITER Durable Object bound (wrangler.toml binds it), the Worker answers
+ * `/healthz` and the bearer check at the edge and forwards every authorized `/v1` request to one
+ * QueueWriter per database. That object runs the same API over one long-lived transport, so that
+ * requests from every isolate share one write path: concurrent claims, acks and publishes ride one
+ * `batch(…, "write")`, with one batch in flight to the database (sqld and a Turso primary have one
+ * writer; many batches waiting only slow each other down). A Worker cannot do that by itself:
+ * workerd does not let one request wait on I/O another request started.
+ *
+ * Without the binding the Worker serves the API itself, with a transport per request and at most
+ * one request per isolate at the database (src/app/gate.ts).
  */
-import { createClient } from "@libsql/client/web";
-import { createApp } from "./app/app.js";
-import type { Bindings, Config } from "./app/env.js";
-import { LibsqlTransport } from "./core/transport.js";
+import { DurableObject } from "cloudflare:workers";
+import { createApp, createEdgeApp } from "./app/app.js";
+import type { Bindings } from "./app/env.js";
+import { perRequestTransports, sharedTransports } from "./app/transports.js";
 
-/** Database URLs whose schema this isolate has seen in place. A flag, not a shared promise. */
-const schemaReady = new Set<string>();
-
-async function transportFor(config: Config): Promise<LibsqlTransport> {
-  const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
-  // Until one request of this isolate has confirmed the schema, each checks it itself (idempotent).
-  const transport = await LibsqlTransport.fromClient(client, { ensureSchema: !schemaReady.has(config.databaseUrl) });
-  schemaReady.add(config.databaseUrl);
-  return transport;
+export interface WorkerBindings extends Bindings {
+  /** The QueueWriter namespace (wrangler.toml [[durable_objects.bindings]]). */
+  QUEUE_WRITER?: DurableObjectNamespace<QueueWriter>;
 }
 
-const app = createApp(transportFor);
+/** The database's single writer: the whole API over one shared transport. */
+export class QueueWriter extends DurableObject<WorkerBindings> {
+  readonly #app = createApp(sharedTransports(), { dbConcurrency: Number.POSITIVE_INFINITY });
+
+  override fetch(request: Request): Promise<Response> {
+    return Promise.resolve(this.#app.fetch(request, this.env));
+  }
+}
+
+const alone = createApp(perRequestTransports());
+
+const edge = createEdgeApp((request, config, env) => {
+  const ns = (env as WorkerBindings).QUEUE_WRITER as DurableObjectNamespace<QueueWriter>;
+  // One writer per database: the name is the database URL.
+  return ns.get(ns.idFromName(config.databaseUrl)).fetch(request);
+});
 
 export default {
-  fetch: (request: Request, env: Bindings, ctx: unknown) => app.fetch(request, env, ctx as never),
+  fetch(request: Request, env: WorkerBindings, ctx: unknown): Response | Promise<Response> {
+    const app = env.QUEUE_WRITER === undefined ? alone : edge;
+    return app.fetch(request, env, ctx as never);
+  },
 };

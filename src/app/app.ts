@@ -6,8 +6,9 @@
 import { Hono } from "hono";
 import type { LibsqlTransport } from "../core/transport.js";
 import { requireBearer } from "./auth.js";
+import { readBodyBytes } from "./body.js";
 import type { Bindings, Config } from "./env.js";
-import { errorBody, handleError } from "./errors.js";
+import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
@@ -28,7 +29,11 @@ export interface AppEnv {
 }
 
 export interface AppOptions {
-  /** Requests of this app (one per isolate) that may talk to the database at once (default 1: writers serialize in the database anyway, and concurrent write transactions only wait on each other). */
+  /**
+   * Requests of this app (one per isolate) that may talk to the database at once (default 1:
+   * writers serialize in the database anyway, and concurrent write transactions only wait on each
+   * other). `Infinity` when the transport is shared and limits its own writes (the Durable Object).
+   */
   dbConcurrency?: number;
   /** Longest a request waits for one of those slots before a 503 BUSY, in ms (default 30 000). */
   dbWaitMs?: number;
@@ -36,7 +41,8 @@ export interface AppOptions {
 
 export function createApp(factory: TransportFactory, options: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const gate = new Gate(options.dbConcurrency ?? 1, options.dbWaitMs ?? 30_000);
+  const limit = options.dbConcurrency ?? 1;
+  const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
 
@@ -44,7 +50,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
     const config = c.get("config");
     let held = false;
     c.set("queue", async () => {
-      if (!held) {
+      if (!held && gate) {
         await gate.acquire();
         held = true;
       }
@@ -53,7 +59,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
     try {
       await next();
     } finally {
-      if (held) gate.release();
+      if (held) gate?.release();
     }
   });
 
@@ -63,6 +69,41 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/v1", stats);
   app.route("/v1", deadLetters);
 
+  app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
+  app.onError(handleError);
+  return app;
+}
+
+/** Sends a request on to whatever serves the API (the QueueWriter Durable Object) and returns its answer. */
+export type Forward = (request: Request, config: Config, env: Bindings) => Promise<Response>;
+
+/**
+ * The API's front door when another worker serves it: `/healthz` and the bearer check are answered
+ * here, so that a refused request never reaches the database's single writer; every authorized
+ * `/v1` request goes on as it came (the body read here, within the size limit). A forward that fails is a 503 whose outcome is
+ * unknown: the request may have been applied before the answer was lost.
+ */
+export function createEdgeApp(forward: Forward): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.all("/v1/*", requireBearer, async (c) => {
+    // The body is read here (bounded: 413 past the limit), not streamed on: the writer may answer
+    // before reading it, and a stream still being pumped after the answer fails in workerd.
+    const raw = c.req.raw;
+    const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
+    const request = new Request(raw.url, { method: raw.method, headers: raw.headers, body });
+    try {
+      return await forward(request, c.get("config"), c.env);
+    } catch (e) {
+      console.error("forward failed", e);
+      throw new HttpError(
+        503,
+        "UNAVAILABLE",
+        "the queue's writer did not answer; the request may have been applied (a publish is safe to retry with the same Idempotency-Key)",
+        { "Retry-After": "1" },
+      );
+    }
+  });
   app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
   app.onError(handleError);
   return app;

@@ -20,13 +20,7 @@ export async function readJsonObject(c: Context, required: boolean): Promise<Jso
   // A declared non-JSON type is refused before a byte is read.
   if (type !== null && !isJsonType(type)) throw unsupported();
 
-  const length = req.headers.get("content-length");
-  if (length !== null) {
-    if (!/^\s*\d+\s*$/.test(length)) throw badRequest("Content-Length", "must be a number of bytes");
-    if (Number(length) > MAX_BODY_BYTES) throw tooLarge();
-  }
-
-  const bytes = await readBounded(req.body);
+  const bytes = await readBodyBytes(req);
   if (bytes.length === 0) {
     if (required) throw badRequest("body", "a JSON object is required");
     return undefined;
@@ -51,6 +45,16 @@ export async function readJsonObject(c: Context, required: boolean): Promise<Jso
   return value as JsonObject;
 }
 
+/** The body's bytes, refused with 413 past MAX_BODY_BYTES (by Content-Length up front, then as read). */
+export async function readBodyBytes(req: Request): Promise<Uint8Array<ArrayBuffer>> {
+  const length = req.headers.get("content-length");
+  if (length !== null) {
+    if (!/^\s*\d+\s*$/.test(length)) throw badRequest("Content-Length", "must be a number of bytes");
+    if (Number(length) > MAX_BODY_BYTES) throw tooLarge();
+  }
+  return readBounded(req.body);
+}
+
 /** Refuses any key of `obj` outside `allowed` (a typo must not be silently ignored). */
 export function onlyFields(obj: JsonObject, allowed: readonly string[], prefix = ""): void {
   for (const key of Object.keys(obj)) {
@@ -71,7 +75,7 @@ function isJsonType(type: string): boolean {
   return true;
 }
 
-async function readBounded(body: ReadableStream<Uint8Array> | null): Promise<Uint8Array> {
+async function readBounded(body: ReadableStream<Uint8Array> | null): Promise<Uint8Array<ArrayBuffer>> {
   if (body === null) return new Uint8Array(0);
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
