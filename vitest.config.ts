@@ -28,9 +28,6 @@ export default defineConfig({
               bindings: {
                 TURSO_DATABASE_URL: inject("workerSqldUrl"),
                 QUEUE_TOKEN: TEST_TOKEN,
-                // Messages in the load test (test/worker/load.test.ts); 0/empty: its default.
-                LOAD_MESSAGES: process.env.LOAD_MESSAGES ?? "",
-                LOAD_WATCH: process.env.LOAD_WATCH ?? "1",
               },
             },
           })),
