@@ -39,12 +39,19 @@ export interface AppOptions {
   dbWaitMs?: number;
 }
 
-export function createApp(factory: TransportFactory, options: AppOptions = {}): Hono<AppEnv> {
+/** What both apps answer the same way: `/healthz` (no auth, no database), unknown routes, errors. */
+function baseApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
+  app.onError(handleError);
+  return app;
+}
+
+export function createApp(factory: TransportFactory, options: AppOptions = {}): Hono<AppEnv> {
+  const app = baseApp();
   const limit = options.dbConcurrency ?? 1;
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
-
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
 
   app.use("/v1/*", requireBearer, async (c, next) => {
     const config = c.get("config");
@@ -68,9 +75,6 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/v1", leases);
   app.route("/v1", stats);
   app.route("/v1", deadLetters);
-
-  app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
-  app.onError(handleError);
   return app;
 }
 
@@ -80,12 +84,11 @@ export type Forward = (request: Request, config: Config, env: Bindings) => Promi
 /**
  * The API's front door when another worker serves it: `/healthz` and the bearer check are answered
  * here, so that a refused request never reaches the database's single writer; every authorized
- * `/v1` request goes on as it came (the body read here, within the size limit). A forward that fails is a 503 whose outcome is
- * unknown: the request may have been applied before the answer was lost.
+ * `/v1` request goes on with its body (read here, within the size limit). A forward that fails is
+ * a 503 whose outcome is unknown: the request may have been applied before the answer was lost.
  */
 export function createEdgeApp(forward: Forward): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  const app = baseApp();
   app.all("/v1/*", requireBearer, async (c) => {
     // The body is read here (bounded: 413 past the limit), not streamed on: the writer may answer
     // before reading it, and a stream still being pumped after the answer fails in workerd.
@@ -104,7 +107,5 @@ export function createEdgeApp(forward: Forward): Hono<AppEnv> {
       );
     }
   });
-  app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
-  app.onError(handleError);
   return app;
 }
