@@ -388,11 +388,19 @@ export function deleteDeadLetterStatement(seq: number): InStatement {
   return stmt("DELETE FROM tq_dead_letters WHERE seq = :seq RETURNING seq", { seq });
 }
 
+/**
+ * Queue counters. `waiting` counts the messages held back behind a live lease or park in their
+ * group (by the one-in-flight rule, everything else in such a group): found from the groups in
+ * flight (an index probe each), so the cost follows the groups in flight, not the depth.
+ */
 export const STATS = `SELECT
   (SELECT count(*) FROM messages) AS total,
   (SELECT count(*) FROM messages WHERE locked_by IS NOT NULL AND locked_by <> '__parked__'
       AND lock_expiry >= unixepoch('subsec')) AS in_flight,
   (SELECT count(*) FROM messages WHERE locked_by = '__parked__' AND lock_expiry >= unixepoch('subsec')) AS parked,
+  (SELECT coalesce(sum((SELECT count(*) FROM messages y WHERE y.group_id = b.group_id) - b.held), 0)
+     FROM (SELECT group_id, count(*) AS held FROM messages
+            WHERE locked_by IS NOT NULL AND lock_expiry >= unixepoch('subsec') GROUP BY group_id) AS b) AS waiting,
   (SELECT count(*) FROM groups) AS groups,
   (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
   unixepoch('subsec') AS now`;

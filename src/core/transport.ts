@@ -81,9 +81,16 @@ export interface NackResult {
 }
 
 export interface QueueStats {
-  /** Deliverable now or once their group frees: not leased, not parked (lapsed ones count here). */
+  /**
+   * Messages nothing holds back: not leased, not parked (lapsed leases count here), in a group with
+   * nothing in flight. Each such group's oldest is deliverable now; the rest follow it in order.
+   */
   ready: number;
+  /** Messages not leased or parked themselves, held back behind a live lease or park in their group. */
+  waiting: number;
+  /** Live leases. */
   inFlight: number;
+  /** Live parks (nacked with a delay). */
   parked: number;
   groups: number;
   deadLetters: number;
@@ -417,8 +424,10 @@ export class LibsqlTransport {
     const total = Number(r.total);
     const inFlight = Number(r.in_flight);
     const parked = Number(r.parked);
+    const waiting = Number(r.waiting);
     return {
-      ready: total - inFlight - parked,
+      ready: total - inFlight - parked - waiting,
+      waiting,
       inFlight,
       parked,
       groups: Number(r.groups),

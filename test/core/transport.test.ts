@@ -104,6 +104,19 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     expect(((await t.claim("w", 30)) as Lease).event).toBe(2);
   });
 
+  it("stats: messages behind a live lease or park count as waiting, not ready", async () => {
+    t = await target.open();
+    for (const g of ["a", "b"]) for (let i = 0; i < 2; i++) await t.publish(g, i);
+    await t.publish("c", 0);
+    const la = (await t.claim("w", 30)) as Lease;
+    const lb = (await t.claim("w", 30)) as Lease;
+    await t.nack(lb, 60);
+    // a: one leased, one behind it; b: one parked, one behind it; c: one free.
+    expect(await t.stats()).toMatchObject({ ready: 1, waiting: 2, inFlight: 1, parked: 1, groups: 3 });
+    await t.ack(la);
+    expect(await t.stats()).toMatchObject({ ready: 2, waiting: 1, inFlight: 0, parked: 1, groups: 3 });
+  });
+
   it("ack removes the group row when the group empties", async () => {
     t = await target.open();
     await t.publish("g", 1);

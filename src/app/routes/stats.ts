@@ -9,6 +9,7 @@ stats.get("/stats", async (c) => {
   const s = await (await c.var.queue()).stats();
   return c.json({
     ready: s.ready,
+    waiting: s.waiting,
     in_flight: s.inFlight,
     parked: s.parked,
     groups: s.groups,
