@@ -30,6 +30,8 @@ export interface SqldOptions {
   primaryGrpcUrl?: string;
   /** Require JWTs signed by this Ed25519 public key (file path). */
   authJwtKeyFile?: string;
+  /** Also serve the admin API on a free port (for the rows read/written that Turso bills, see `billed`). */
+  admin?: boolean;
   /** Seconds to wait for the server to answer /health. */
   readyTimeoutS?: number;
   extraArgs?: string[];
@@ -41,6 +43,8 @@ export interface Sqld {
   url: string;
   port: number;
   grpcUrl: string | undefined;
+  /** The admin API, when asked for. */
+  adminUrl: string | undefined;
   dataDir: string;
   process: ChildProcess;
   /** Graceful stop (SIGTERM, then SIGKILL after 5 s). Removes a temp data dir. */
@@ -71,6 +75,8 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
   if (grpcPort !== undefined) args.push("--grpc-listen-addr", `127.0.0.1:${grpcPort}`);
   if (opts.primaryGrpcUrl) args.push("--primary-grpc-url", opts.primaryGrpcUrl);
   if (opts.authJwtKeyFile) args.push("--auth-jwt-key-file", opts.authJwtKeyFile);
+  const adminPort = opts.admin ? await freePort() : undefined;
+  if (adminPort !== undefined) args.push("--admin-listen-addr", `127.0.0.1:${adminPort}`);
   args.push(...(opts.extraArgs ?? []));
 
   const child = spawn(SQLD_BIN, args, {
@@ -126,6 +132,7 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
     url,
     port,
     grpcUrl: grpcPort === undefined ? undefined : `http://127.0.0.1:${grpcPort}`,
+    adminUrl: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`,
     dataDir,
     process: child,
     async stop() {
@@ -136,4 +143,31 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
       await end("SIGKILL");
     },
   };
+}
+
+/** What Turso bills: the rows a database has read and written so far. */
+export interface Billed {
+  read: number;
+  written: number;
+}
+
+/**
+ * sqld's own counters (the ones Turso bills by), read once they have settled: sqld updates them a
+ * little after a request answers, so this waits until two reads 50 ms apart agree.
+ */
+export async function billed(adminUrl: string): Promise<Billed> {
+  const once = async (): Promise<Billed> => {
+    const res = await fetch(`${adminUrl}/v1/namespaces/default/stats`);
+    if (!res.ok) throw new Error(`sqld admin stats: HTTP ${res.status}`);
+    const j = (await res.json()) as { rows_read_count: number; rows_written_count: number };
+    return { read: j.rows_read_count, written: j.rows_written_count };
+  };
+  let last = await once();
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = await once();
+    if (now.read === last.read && now.written === last.written) return now;
+    last = now;
+  }
+  return last;
 }

@@ -10,6 +10,7 @@
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { QueueError, toQueueError } from "./errors.js";
+import type { Plan } from "./sql.js";
 
 export interface CommitterOptions {
   /** Write batches in flight at once. */
@@ -22,11 +23,11 @@ export interface CommitterOptions {
   timeoutMs: number;
 }
 
-export interface WriteSpec<T> {
-  stmts: InStatement[];
-  /** Turns this write's slice of the batch results into its answer; may throw a QueueError. */
-  finish: (results: ResultSet[], retried: boolean) => T;
-  /** May this write be sent again after a response that never came (it may have applied)? */
+export interface WriteSpec<T> extends Plan<T> {
+  /**
+   * May this write be sent again after a response that never came (it may have applied)? If so,
+   * its `resend` plan (when it has one) goes instead.
+   */
   idempotent: boolean;
 }
 
@@ -126,23 +127,26 @@ export class Committer {
       live = this.#dropExpired(live);
       if (live.length === 0) return;
       let results: ResultSet[];
+      const plans = live.map(current);
       for (const w of live) w.sent = true;
       try {
-        results = await this.#send(live.flatMap((w) => w.stmts));
+        results = await this.#send(plans.flatMap((p) => p.stmts));
       } catch (e) {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
         if (err.code === "BUSY") this.stats.busy++;
         const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
         if (!retryable) {
-          if (err.code === "DATABASE" && live.length > 1) {
-            // A coalesced batch failed as a whole (and rolled back): run each write alone so
-            // that only the write at fault gets the error.
-            await Promise.all(live.map((w) => this.#run([w])));
+          // The batch rolled back as a whole. When the database says which statement failed, only
+          // the write that statement belongs to gets the error; the others go again, together.
+          const at = live.length > 1 ? writeAt(plans, statementIndexOf(e)) : -1;
+          if (at < 0) {
+            for (const w of live) w.reject(err);
             return;
           }
-          for (const w of live) w.reject(err);
-          return;
+          (live[at] as Pending<unknown>).reject(err);
+          live = live.filter((_, i) => i !== at);
+          continue;
         }
         if (err.outcomeUnknown) {
           // The batch may have committed: only idempotent writes may go again.
@@ -160,15 +164,16 @@ export class Committer {
       this.stats.batches++;
       this.stats.writes += live.length;
       let offset = 0;
-      for (const w of live) {
-        const slice = results.slice(offset, offset + w.stmts.length);
-        offset += w.stmts.length;
+      live.forEach((w, i) => {
+        const p = plans[i] as Plan<unknown>;
+        const slice = results.slice(offset, offset + p.stmts.length);
+        offset += p.stmts.length;
         try {
-          w.resolve(w.finish(slice, w.maybeApplied));
+          w.resolve(p.read(slice, w.maybeApplied));
         } catch (e) {
           w.reject(e);
         }
-      }
+      });
       return;
     }
   }
@@ -197,6 +202,29 @@ export class Committer {
   #send(stmts: InStatement[]): Promise<ResultSet[]> {
     return withTimeout(this.#client.batch(stmts, "write"), this.#opts.requestTimeoutMs);
   }
+}
+
+/** The plan a write sends now: its resend plan once an earlier request may have applied. */
+const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);
+
+/** The failed statement's index in a batch, when the error carries one (LibsqlBatchError does). */
+function statementIndexOf(e: unknown): number | undefined {
+  for (let cur = e, depth = 0; cur && depth < 8; cur = (cur as { cause?: unknown }).cause, depth++) {
+    const i = (cur as { statementIndex?: unknown }).statementIndex;
+    if (typeof i === "number") return i;
+  }
+  return undefined;
+}
+
+/** Which of the batched plans holds statement `index`; -1 when unknown. */
+function writeAt(plans: Plan<unknown>[], index: number | undefined): number {
+  if (index === undefined) return -1;
+  let end = 0;
+  for (let i = 0; i < plans.length; i++) {
+    end += (plans[i] as Plan<unknown>).stmts.length;
+    if (index < end) return i;
+  }
+  return -1;
 }
 
 /** Rejects with a TimeoutError (mapped to TIMEOUT, outcome unknown) when `p` takes longer than `ms`. */

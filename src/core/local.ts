@@ -53,7 +53,17 @@ class LocalClient {
       mode === "write" ? "BEGIN IMMEDIATE" : mode === "read" ? "BEGIN TRANSACTION READONLY" : "BEGIN DEFERRED",
     ).run();
     try {
-      const out = stmts.map((s) => this.#run(s));
+      const out = stmts.map((s, i) => {
+        try {
+          return this.#run(s);
+        } catch (e) {
+          // As LibsqlBatchError does: say which statement failed.
+          throw Object.assign(new Error(e instanceof Error ? e.message : String(e), { cause: e }), {
+            code: (e as { code?: unknown }).code,
+            statementIndex: i,
+          });
+        }
+      });
       this.#prepare("COMMIT").run();
       return out;
     } finally {

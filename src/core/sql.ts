@@ -1,82 +1,46 @@
 /**
- * Every SQL statement the queue runs, in one place, as plain text plus the arguments it takes.
+ * Every statement the queue runs, in one place. Each operation is a `Plan`: its statements, named,
+ * and the function that reads their results by those names (and by column name), so that the code
+ * sending a batch never counts positions in it. The schema and its cost model are in schema.ts.
  *
- * The spec's two tables (`messages`, `groups`) are created byte-for-byte as the Python transports
- * create them, so both can share one database. Our extra state lives in `tq_*` tables and in indexes
- * and a trigger that also work on SQLite 3.40 (nothing stored here uses `unixepoch('subsec')`).
- *
- * Time is always the database's: statements (not stored objects) read `unixepoch('subsec')`, so
- * every claimer, wherever its clock is, judges leases by the primary's clock.
+ * Time is always the database's: statements read `unixepoch('subsec')`, so every claimer, wherever
+ * its clock is, judges leases by the primary's clock.
  */
-import type { InStatement } from "@libsql/client";
+import type { InStatement, ResultSet, Row } from "@libsql/client";
+import { QueueError } from "./errors.js";
+import type { DeadLetter, Lease, NackResult, QueueStats } from "./types.js";
 
-export const SCHEMA_VERSION = 1;
+/** An operation's statements, to run as one atomic batch, and how to read their results. */
+export interface Plan<T> {
+  stmts: InStatement[];
+  /** Turns the results of `stmts` into the answer; may throw a QueueError. */
+  read(results: ResultSet[], retried: boolean): T;
+  /** What to send instead when the first request's answer never came (it may have applied). */
+  resend?: Plan<T>;
+}
 
-/** Fencing and bookkeeping for leases, kept apart from the spec's tables. */
-export const SCHEMA: string[] = [
-  `CREATE TABLE IF NOT EXISTS messages (
-  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-  group_id     TEXT NOT NULL,
-  event        TEXT NOT NULL,
-  locked_by    TEXT,
-  lock_expiry  REAL
-)`,
-  `CREATE TABLE IF NOT EXISTS groups (
-  group_id        TEXT PRIMARY KEY,
-  last_claimed_at REAL NOT NULL DEFAULT 0.0,
-  priority        INT  NOT NULL DEFAULT 0
-)`,
-  // A group's head (its oldest deliverable message) is one probe.
-  "CREATE INDEX IF NOT EXISTS tq_messages_group_seq ON messages (group_id, seq)",
-  // "Does this group have anything in flight?" is one probe, whatever the depth of the group.
-  "CREATE INDEX IF NOT EXISTS tq_messages_group_lock ON messages (group_id, lock_expiry) WHERE locked_by IS NOT NULL",
-  // Round-robin order: (last_claimed_at, rowid). A group's rowid grows with its creation, and so with
-  // its first message's seq: among never-claimed groups it is the spec's `m.seq` tie-break.
-  "CREATE INDEX IF NOT EXISTS tq_groups_round_robin ON groups (last_claimed_at)",
-  // One row per message we have leased at least once: the fencing token of its current (or last)
-  // lease, who holds it, and how many times it was delivered.
-  `CREATE TABLE IF NOT EXISTS tq_deliveries (
-  seq        INTEGER PRIMARY KEY,
-  lease_id   TEXT NOT NULL UNIQUE,
-  worker_id  TEXT NOT NULL,
-  attempts   INTEGER NOT NULL,
-  claimed_at REAL NOT NULL
-)`,
-  `CREATE TABLE IF NOT EXISTS tq_dead_letters (
-  seq        INTEGER PRIMARY KEY,
-  group_id   TEXT NOT NULL,
-  event      TEXT NOT NULL,
-  priority   INT NOT NULL,
-  attempts   INTEGER NOT NULL,
-  reason     TEXT NOT NULL,
-  dead_at    REAL NOT NULL
-)`,
-  "CREATE INDEX IF NOT EXISTS tq_dead_letters_group ON tq_dead_letters (group_id, seq)",
-  `CREATE TABLE IF NOT EXISTS tq_idempotency (
-  key         TEXT PRIMARY KEY,
-  token       TEXT NOT NULL,
-  fingerprint TEXT,
-  first_seq   INTEGER,
-  count       INTEGER NOT NULL,
-  expires_at  REAL NOT NULL
-)`,
-  "CREATE INDEX IF NOT EXISTS tq_idempotency_expiry ON tq_idempotency (expires_at)",
-  // Whoever deletes a message (our ack, a Python ack, a dead-letter move) leaves no orphan lease
-  // row and no empty group behind.
-  `CREATE TRIGGER IF NOT EXISTS tq_messages_deleted AFTER DELETE ON messages BEGIN
-  DELETE FROM tq_deliveries WHERE seq = OLD.seq;
-  DELETE FROM groups WHERE group_id = OLD.group_id
-    AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = OLD.group_id);
-END`,
-  "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-  `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
-  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
-];
+type Results<N extends string> = Record<N, ResultSet>;
 
-export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
+/** Builds a plan from named statements; `read` gets each statement's result under its name. */
+function plan<N extends string, T>(
+  parts: ReadonlyArray<readonly [N, InStatement | undefined]>,
+  read: (r: Results<N>, retried: boolean) => T,
+): Plan<T> {
+  const named = parts.filter((p): p is readonly [N, InStatement] => p[1] !== undefined);
+  return {
+    stmts: named.map((p) => p[1]),
+    read: (results, retried) => {
+      const r = {} as Results<N>;
+      named.forEach(([name], i) => {
+        r[name] = results[i] as ResultSet;
+      });
+      return read(r, retried);
+    },
+  };
+}
 
-/** `attempts <= :max` with no limit configured. */
-export const UNLIMITED = Number.MAX_SAFE_INTEGER;
+const rowsOf = (rs: ResultSet | undefined): Row[] => rs?.rows ?? [];
+const flag = (rs: ResultSet | undefined, column: string): boolean => Number(rowsOf(rs)[0]?.[column]) === 1;
 
 type Args = Record<string, string | number | null>;
 
@@ -84,7 +48,7 @@ type Args = Record<string, string | number | null>;
  * Named arguments for readability here, positional `?` on the wire: embedded replicas (libsql 0.5)
  * panic on named arguments in delegated writes.
  */
-function stmt(sql: string, args: Args): InStatement {
+export function stmt(sql: string, args: Args = {}): InStatement {
   let compiled = compiledSql.get(sql);
   if (!compiled) {
     const names: string[] = [];
@@ -105,8 +69,46 @@ function stmt(sql: string, args: Args): InStatement {
 }
 const compiledSql = new Map<string, { text: string; names: string[] }>();
 
-const FENCE = `EXISTS (SELECT 1 FROM tq_deliveries d
-   WHERE d.seq = :seq AND d.lease_id = :lease AND d.worker_id = messages.locked_by)`;
+/** `attempts <= :max` with no limit configured. */
+export const UNLIMITED = Number.MAX_SAFE_INTEGER;
+
+const NOW = "unixepoch('subsec')";
+const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
+
+// ---------------------------------------------------------------------------------------------
+// leases: `<seq>.<token>` outside, `tq_lease = '<token>|<worker>'` inside
+
+export interface LeaseRef {
+  seq: number;
+  token: string;
+}
+
+const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
+
+/** Parses a lease or lease id; refuses anything that is not one of ours. */
+export function parseLeaseId(id: unknown): LeaseRef | undefined {
+  const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
+  return m ? { seq: Number(m[1]), token: m[2] as string } : undefined;
+}
+
+/**
+ * The lease is still the caller's: its token, and the worker that took it still holding the
+ * message (a lease that lapsed and was claimed again, by us or by the spec's claim, or that was
+ * released or parked, no longer matches).
+ */
+const FENCE = "tq_lease = :token || '|' || locked_by";
+
+function leaseError(present: boolean, ref: LeaseRef): QueueError {
+  return present
+    ? new QueueError(
+        "LEASE_LOST",
+        `lease: message ${ref.seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`,
+        { field: "lease" },
+      )
+    : new QueueError("LEASE_NOT_FOUND", `lease: message ${ref.seq} no longer exists (acked or dead-lettered)`, {
+        field: "lease",
+      });
+}
 
 // ---------------------------------------------------------------------------------------------
 // publish
@@ -117,290 +119,492 @@ export interface PublishRow {
   priority: number;
 }
 
-export interface IdempotencyArgs {
-  key: string;
-  token: string;
-  fingerprint: string | null;
-  ttl: number;
-}
+/** How a publish proves, when sent again, whether its first request applied. */
+export type PublishKey =
+  | { kind: "none" }
+  /** The library's own: a slot of this process, reused once the publish has settled. */
+  | { kind: "slot"; slot: string; token: string; collect?: boolean }
+  /** The user's: kept for the idempotency window, with the request's fingerprint. */
+  | { kind: "user"; key: string; token: string; fingerprint: string; ttl: number };
 
-/**
- * Inserts the messages and their group rows (the first publish of a group sets its priority). With a
- * key, the inserts happen only if this batch is the one that claimed the key; the last statement tells
- * which batch that was.
- */
-export function publishStatements(rows: PublishRow[], idem?: IdempotencyArgs): InStatement[] {
-  // Separate argument sets: a statement is given exactly the names it uses.
-  const msgArgs: Record<string, string> = {};
-  const grpArgs: Record<string, string | number> = {};
-  const msgValues: string[] = [];
-  const grpValues: string[] = [];
+function valuesOf(rows: PublishRow[]) {
+  const msgArgs: Args = {};
+  const grpArgs: Args = {};
+  const msg: string[] = [];
+  const grp: string[] = [];
   rows.forEach((r, i) => {
     msgArgs[`g${i}`] = r.groupId;
     msgArgs[`e${i}`] = r.event;
     grpArgs[`g${i}`] = r.groupId;
     grpArgs[`p${i}`] = r.priority;
-    msgValues.push(`(:g${i}, :e${i})`);
-    grpValues.push(`(:g${i}, :p${i})`);
+    msg.push(`(:g${i}, :e${i})`);
+    grp.push(`(:g${i}, :p${i})`);
   });
-  if (!idem) {
-    return [
-      stmt(`INSERT INTO messages (group_id, event) VALUES ${msgValues.join(", ")} RETURNING seq`, msgArgs),
-      stmt(`INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grpValues.join(", ")}`, grpArgs),
-    ];
+  return { msgArgs, grpArgs, msgValues: msg.join(", "), grpValues: grp.join(", ") };
+}
+
+const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
+const range = (first: number, count: number) => Array.from({ length: count }, (_, i) => first + i);
+
+/**
+ * Inserts the messages and, for a group's first message, its group row (which sets its priority).
+ *
+ * With a key, the key's row records the seq the batch's first message will get (the next one,
+ * `sqlite_sequence` + 1), and the messages are inserted only while that still holds: in the batch
+ * that wrote the record, nothing was inserted in between; in a resend of that batch (its answer
+ * was lost), the seqs have moved on, so nothing is inserted twice, and the answer comes from the
+ * record. A slot record is one row updated in place; a user key's row stays for the window.
+ */
+export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]> {
+  const { msgArgs, grpArgs, msgValues, grpValues } = valuesOf(rows);
+  if (key.kind === "none") {
+    return plan(
+      [
+        ["inserted", stmt(`INSERT INTO messages (group_id, event) VALUES ${msgValues} RETURNING seq`, msgArgs)],
+        ["groups", stmt(`INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grpValues}`, grpArgs)],
+      ],
+      (r) => seqsOf(r.inserted).sort((a, b) => a - b),
+    );
   }
-  const k = { key: idem.key, token: idem.token };
-  // True only in the batch that has just claimed the key: a resend of that same batch (its answer was
-  // lost) finds first_seq already set and inserts nothing again.
-  const mine = "EXISTS (SELECT 1 FROM tq_idempotency WHERE key = :key AND token = :token AND first_seq IS NULL)";
-  return [
-    // An expired key may be used again; a few other expired keys are collected on the way.
-    stmt(
-      `DELETE FROM tq_idempotency WHERE key IN (
-        SELECT key FROM tq_idempotency WHERE expires_at < unixepoch('subsec') ORDER BY expires_at LIMIT 16)
-        OR (key = :key AND expires_at < unixepoch('subsec'))`,
-      { key: idem.key },
-    ),
-    stmt(
-      `INSERT INTO tq_idempotency (key, token, fingerprint, count, expires_at)
-        VALUES (:key, :token, :fp, :count, unixepoch('subsec') + :ttl) ON CONFLICT (key) DO NOTHING`,
-      { ...k, fp: idem.fingerprint, count: rows.length, ttl: idem.ttl },
-    ),
-    stmt(
-      `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues.join(", ")})
-        WHERE ${mine} RETURNING seq`,
-      { ...msgArgs, ...k },
-    ),
-    stmt(
-      `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues.join(", ")})
-        WHERE ${mine}`,
-      { ...grpArgs, ...k },
-    ),
-    stmt(
-      `UPDATE tq_idempotency SET first_seq = (SELECT max(seq) FROM messages) - count + 1
-        WHERE key = :key AND token = :token AND first_seq IS NULL`,
-      k,
-    ),
-    stmt("SELECT token, fingerprint, first_seq, count FROM tq_idempotency WHERE key = :key", { key: idem.key }),
-  ];
+  const table = key.kind === "slot" ? "tq_publishers" : "tq_idempotency";
+  const where = key.kind === "slot" ? "slot = :slot" : "key = :key";
+  const id: Args = key.kind === "slot" ? { slot: key.slot } : { key: key.key };
+  const mine = `(SELECT first_seq FROM ${table} WHERE ${where} AND token = :token) = ${NEXT_SEQ}`;
+  const record =
+    key.kind === "slot"
+      ? stmt(
+          `INSERT INTO tq_publishers (slot, token, first_seq, count, at) VALUES (:slot, :token, ${NEXT_SEQ}, :count, ${NOW})
+  ON CONFLICT (slot) DO UPDATE SET token = excluded.token, first_seq = excluded.first_seq, count = excluded.count,
+     at = excluded.at WHERE token <> excluded.token`,
+          { slot: key.slot, token: key.token, count: rows.length },
+        )
+      : stmt(
+          `INSERT INTO tq_idempotency (key, token, fingerprint, first_seq, count, expires_at)
+  VALUES (:key, :token, :fp, ${NEXT_SEQ}, :count, ${NOW} + :ttl) ON CONFLICT (key) DO NOTHING`,
+          { key: key.key, token: key.token, fp: key.fingerprint, count: rows.length, ttl: key.ttl },
+        );
+  return plan(
+    [
+      // An expired key may be used again; a few other expired keys are collected on the way.
+      [
+        "expired",
+        key.kind === "user"
+          ? stmt(`DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`, id)
+          : undefined,
+      ],
+      [
+        "collectedKeys",
+        key.kind === "user"
+          ? stmt(`DELETE FROM tq_idempotency WHERE key IN (
+  SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`)
+          : undefined,
+      ],
+      ["record", record],
+      // Now and then, the slots of processes gone for a day (a few rows per process that ever published).
+      [
+        "collected",
+        key.kind === "slot" && key.collect ? stmt(`DELETE FROM tq_publishers WHERE at < ${NOW} - 86400`) : undefined,
+      ],
+      [
+        "inserted",
+        stmt(
+          `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
+          { ...msgArgs, ...id, token: key.token },
+        ),
+      ],
+      // Only for groups that have messages: a resend after the group emptied must not leave an empty row.
+      [
+        "groups",
+        stmt(
+          `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues}) AS v
+  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
+          grpArgs,
+        ),
+      ],
+      [
+        "state",
+        stmt(
+          `SELECT token, first_seq, count${key.kind === "user" ? ", fingerprint" : ""} FROM ${table} WHERE ${where}`,
+          id,
+        ),
+      ],
+    ],
+    (r) => {
+      const inserted = seqsOf(r.inserted).sort((a, b) => a - b);
+      if (inserted.length > 0) return inserted;
+      const state = rowsOf(r.state)[0];
+      if (!state) throw new QueueError("DATABASE", "publish: the idempotency record is missing");
+      const sameRequest =
+        key.kind === "slot"
+          ? state.token === key.token
+          : state.fingerprint === key.fingerprint && Number(state.count) === rows.length;
+      if (!sameRequest) {
+        if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
+        throw new QueueError(
+          "IDEMPOTENCY_CONFLICT",
+          "idempotencyKey: this key was already used for a different request",
+          {
+            field: "idempotencyKey",
+          },
+        );
+      }
+      return range(Number(state.first_seq), rows.length);
+    },
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
 // claim
 
 export interface ClaimArgs {
-  /** This claim's fencing token (32 hex); each lease stores `<token>-<seq>` (see `storedLeaseId`). */
-  lease: string;
+  /** This claim's fencing token (32 hex). */
+  token: string;
   worker: string;
   visibility: number;
   /** How many leases, in distinct groups. */
   n: number;
   minPriority: number;
   maxAttempts: number;
+  /** A value no lease expiry can take, unique to this claim: marks its poison messages. */
+  marker: number;
 }
 
-/** What `tq_deliveries.lease_id` holds for the lease of `seq` taken with `token`. */
-export const storedLeaseId = (token: string, seq: number): string => `${token}-${seq}`;
+export interface ClaimResult<E> {
+  leases: Lease<E>[];
+  /** Messages this claim moved to the dead letters instead of leasing (it claims again for them). */
+  deadLettered: number;
+}
 
 /**
- * A claim of up to `n` leases, as five set-based statements whatever `n` is, run inside the caller's
- * write batch (no read-then-write across round trips).
+ * The spec's claim, reshaped so that its cost follows what it takes, not what is in flight:
+ * groups with nothing in flight are walked in round-robin order on the free index (never-claimed
+ * first, ties by creation), and groups held by a lease or park that has ended are found on the
+ * lock index (oldest first); of both, the first `n` go. Each group's first message is its head:
+ * taken if free or lapsed. One statement leases them all (the `tq_messages_leased` trigger stamps
+ * and hides their groups); the stamps grow by a microsecond per pick, so `n` leases in one claim
+ * line up as `n` single claims would.
  *
- * [0] is the spec's select, reshaped to walk groups in round-robin order, (last_claimed_at, rowid),
- * and stop at the `n`-th that qualifies; it records each lease (token, attempt count, and the group's
- * new round-robin stamp). The stamps strictly increase, in pick order, past every stamp so far: so `n`
- * leases in one claim, or claims in one millisecond, line up exactly as `n` single claims would.
- * [1] leases the messages (lease time on the database's clock), [2] stamps the groups, and
- * [3]-[4] move a message past its maximum attempts to `tq_dead_letters` instead of leasing it.
- *
- * Results: [0] the picked seqs; [1] the leased messages (fewer when some were dead-lettered).
- * Resending the same batch after a lost answer picks nothing new and returns the same leases.
+ * A head past its attempts is not leased but marked with the claim's negative marker (never a
+ * lease expiry), then moved to the dead letters by the two statements after.
  */
-export function claimStatements(a: ClaimArgs): InStatement[] {
-  const args = {
-    lease: a.lease,
-    from: `${a.lease}-`,
-    to: `${a.lease}.`, // '.' follows '-': [from, to) is every lease of this claim
-    worker: a.worker,
-    vis: a.visibility,
-    n: a.n,
-    min: a.minPriority,
-    max: a.maxAttempts,
-  };
-  const mine = "lease_id >= :from AND lease_id < :to";
-  const stmts: InStatement[] = [
-    stmt(
-      `INSERT INTO tq_deliveries (seq, lease_id, worker_id, attempts, claimed_at)
-SELECT pick.head, :lease || '-' || pick.head, :worker, 1,
-       base.stamp + (row_number() OVER (ORDER BY pick.lca, pick.rid) - 1) * 0.000001
-  FROM (SELECT (SELECT min(m.seq) FROM messages m
-                 WHERE m.group_id = g.group_id
-                   AND (m.locked_by IS NULL OR m.lock_expiry < unixepoch('subsec'))) AS head,
-               g.last_claimed_at AS lca, g.rowid AS rid
-          FROM groups g
-         WHERE g.priority >= :min
-           AND NOT EXISTS (SELECT 1 FROM messages x
-                            WHERE x.group_id = g.group_id AND x.locked_by IS NOT NULL
-                              AND x.lock_expiry >= unixepoch('subsec'))
-           AND head IS NOT NULL
-           -- A resend of this batch (its answer was lost) must not lease more under one token.
-           AND NOT EXISTS (SELECT 1 FROM tq_deliveries t WHERE t.${mine})
-         ORDER BY g.last_claimed_at, g.rowid
-         LIMIT :n) AS pick,
-       (SELECT max(unixepoch('subsec'), coalesce((SELECT max(last_claimed_at) FROM groups), 0) + 0.000001) AS stamp) AS base
- WHERE true
-ON CONFLICT (seq) DO UPDATE SET lease_id = excluded.lease_id, worker_id = excluded.worker_id,
-   attempts = attempts + 1, claimed_at = excluded.claimed_at
-RETURNING seq`,
-      args,
-    ),
-    stmt(
-      `UPDATE messages
-   SET locked_by = :worker, lock_expiry = unixepoch('subsec') + :vis
- WHERE seq IN (SELECT seq FROM tq_deliveries WHERE ${mine} AND attempts <= :max)
-RETURNING seq, group_id, event, lock_expiry,
-          (SELECT attempts FROM tq_deliveries d WHERE d.seq = messages.seq) AS attempts,
-          (SELECT claimed_at FROM tq_deliveries d WHERE d.seq = messages.seq) AS stamp`,
-      args,
-    ),
-    stmt(
-      `UPDATE groups SET last_claimed_at = d.claimed_at
-  FROM tq_deliveries d JOIN messages m ON m.seq = d.seq
- WHERE d.${mine} AND m.group_id = groups.group_id`,
-      args,
-    ),
-  ];
-  if (a.maxAttempts < UNLIMITED) {
-    stmts.push(
-      stmt(
-        `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
-SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), d.attempts - 1, 'max_attempts', unixepoch('subsec')
-  FROM tq_deliveries d JOIN messages m ON m.seq = d.seq LEFT JOIN groups g ON g.group_id = m.group_id
- WHERE d.${mine} AND d.attempts > :max
+function claimStatement(a: ClaimArgs, guard: string): InStatement {
+  return stmt(
+    `WITH pick AS (
+  SELECT head, lca, rid FROM (
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca,
+             (SELECT CASE WHEN m.locked_by IS NULL OR m.lock_expiry < ${NOW} THEN m.seq END
+                FROM messages m WHERE m.group_id = g.group_id ORDER BY m.seq LIMIT 1) AS head
+        FROM groups g
+       WHERE g.tq_busy IS NULL AND g.priority >= :min AND head IS NOT NULL
+       ORDER BY g.last_claimed_at, g.rowid LIMIT :n)
+    UNION ALL
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca, m.seq AS head
+        FROM messages m JOIN groups g ON g.group_id = m.group_id
+       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${NOW}
+         AND g.tq_busy IS NOT NULL AND g.priority >= :min
+         AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
+       ORDER BY m.lock_expiry LIMIT :n))
+   WHERE ${guard}
+   ORDER BY lca, rid LIMIT :n)
+UPDATE messages
+   SET locked_by   = CASE WHEN coalesce(tq_attempts, 0) < :max THEN :worker ELSE '__dead__' END,
+       lock_expiry = CASE WHEN coalesce(tq_attempts, 0) < :max THEN ${NOW} + :vis ELSE :marker END,
+       tq_lease = :token || '|' || :worker,
+       tq_attempts = coalesce(tq_attempts, 0) + 1,
+       tq_claimed_at = p.stamp
+  FROM (SELECT head, ${NOW} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
+ WHERE messages.seq = p.head
+RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp`,
+    {
+      n: a.n,
+      min: a.minPriority,
+      max: a.maxAttempts,
+      worker: a.worker,
+      vis: a.visibility,
+      marker: a.marker,
+      token: a.token,
+    },
+  );
+}
+
+/** A resend must not lease more under one token: the leases of this token that are still live. */
+const OWN_LEASES = `messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW} AND tq_lease = :token || '|' || locked_by`;
+
+export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
+  const build = (resend: boolean) =>
+    plan(
+      [
+        [
+          "earlier",
+          resend
+            ? stmt(
+                `SELECT seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp FROM ${OWN_LEASES}`,
+                { token: a.token },
+              )
+            : undefined,
+        ],
+        ["leased", claimStatement(a, resend ? `NOT EXISTS (SELECT 1 FROM ${OWN_LEASES})` : "true")],
+        [
+          "dead",
+          a.maxAttempts < UNLIMITED
+            ? stmt(
+                `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts - 1, 'max_attempts', ${NOW}
+  FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id
+ WHERE m.locked_by IS NOT NULL AND m.lock_expiry = :marker
 ON CONFLICT (seq) DO NOTHING`,
-        args,
-      ),
-      stmt(
-        `DELETE FROM messages
- WHERE seq IN (SELECT seq FROM tq_deliveries WHERE ${mine} AND attempts > :max)`,
-        args,
-      ),
+                { marker: a.marker },
+              )
+            : undefined,
+        ],
+        [
+          "removed",
+          a.maxAttempts < UNLIMITED
+            ? stmt("DELETE FROM messages WHERE locked_by IS NOT NULL AND lock_expiry = :marker", { marker: a.marker })
+            : undefined,
+        ],
+      ],
+      (r) => {
+        const rows = [...rowsOf(r.earlier), ...rowsOf(r.leased)];
+        const live = rows.filter((row) => row.locked_by === a.worker);
+        live.sort((x, y) => Number(x.stamp) - Number(y.stamp));
+        return {
+          leases: live.map((row) => toLease<E>(row, a.token, a.worker)),
+          deadLettered: rows.length - live.length,
+        };
+      },
     );
-  }
-  return stmts;
+  return { ...build(false), resend: build(true) };
+}
+
+function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
+  const seq = Number(row.seq);
+  return {
+    id: `${seq}.${token}`,
+    seq,
+    groupId: String(row.group_id),
+    event: JSON.parse(String(row.event)) as E,
+    workerId,
+    expiresAt: Number(row.lock_expiry),
+    attempts: Number(row.attempts),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 // ack / nack / extend: each applies only while the lease is still the caller's (fencing).
 
-export interface LeaseRef {
-  seq: number;
-  lease: string;
-}
+const PRESENT = "EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present";
 
-/** Results: [0] a row if acked, [1] whether the message still exists. */
-export function ackStatements(l: LeaseRef): InStatement[] {
-  const args = { seq: l.seq, lease: l.lease };
-  return [
-    stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE} RETURNING seq`, args),
-    stmt("SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present", { seq: l.seq }),
-  ];
-}
-
-/**
- * delay > 0 parks the message until now + delay; 0 frees it. A message that has used its attempts is
- * dead-lettered instead. Results: [1] a row if dead-lettered, [2] a row if parked/freed,
- * [3] the state the call left (for a retry whose first attempt may have applied).
- */
-export function nackStatements(l: LeaseRef, delay: number, maxAttempts: number): InStatement[] {
-  const args = { seq: l.seq, lease: l.lease, delay, max: maxAttempts };
-  return [
-    stmt(
-      `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
-SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), d.attempts, 'max_attempts', unixepoch('subsec')
-  FROM messages m JOIN tq_deliveries d ON d.seq = m.seq LEFT JOIN groups g ON g.group_id = m.group_id
- WHERE m.seq = :seq AND d.lease_id = :lease AND d.worker_id = m.locked_by AND d.attempts >= :max
-ON CONFLICT (seq) DO NOTHING`,
-      args,
-    ),
-    stmt(
-      `DELETE FROM messages WHERE seq = :seq AND ${FENCE}
-   AND EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) RETURNING seq`,
-      args,
-    ),
-    stmt(
-      `UPDATE messages
-   SET locked_by   = CASE WHEN :delay > 0 THEN '__parked__' END,
-       lock_expiry = CASE WHEN :delay > 0 THEN unixepoch('subsec') + :delay END
- WHERE seq = :seq AND ${FENCE} RETURNING seq`,
-      args,
-    ),
-    stmt(
-      `SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present,
-       EXISTS (SELECT 1 FROM tq_deliveries WHERE seq = :seq AND lease_id = :lease) AS ours,
-       EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) AS dead`,
-      { seq: l.seq, lease: l.lease },
-    ),
-  ];
-}
-
-/** Results: [0] the new expiry if extended, [1] whether the message still exists. */
-export function extendStatements(l: LeaseRef, visibility: number): InStatement[] {
-  const args = { seq: l.seq, lease: l.lease, vis: visibility };
-  return [
-    stmt(
-      `UPDATE messages SET lock_expiry = unixepoch('subsec') + :vis
- WHERE seq = :seq AND ${FENCE} RETURNING lock_expiry`,
-      args,
-    ),
-    stmt("SELECT EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present", { seq: l.seq }),
-  ];
-}
-
-// ---------------------------------------------------------------------------------------------
-// dead letters and stats
-
-export function listDeadLettersStatement(groupId: string | null, afterSeq: number, limit: number): InStatement {
-  return stmt(
-    `SELECT seq, group_id, event, priority, attempts, reason, dead_at FROM tq_dead_letters
- WHERE seq > :after AND (:group IS NULL OR group_id = :group) ORDER BY seq LIMIT :limit`,
-    { after: afterSeq, group: groupId, limit },
+/** Deletes the message (the trigger then frees or deletes its group). */
+export function ackPlan(l: LeaseRef): Plan<void> {
+  const args = { seq: l.seq, token: l.token };
+  return plan(
+    [
+      ["acked", stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE} RETURNING seq`, args)],
+      ["state", stmt(`SELECT ${PRESENT}`, { seq: l.seq })],
+    ],
+    (r, retried) => {
+      if (rowsOf(r.acked).length > 0) return;
+      const present = flag(r.state, "present");
+      // Gone after a retry: our first attempt applied and only its answer was lost.
+      if (!present && retried) return;
+      throw leaseError(present, l);
+    },
   );
 }
 
-/** Puts a dead letter back at the tail of its group. Results: [0] the new seq, [2] the removed row. */
-export function redriveStatements(seq: number): InStatement[] {
-  const args = { seq };
-  return [
-    stmt(
-      "INSERT INTO messages (group_id, event) SELECT group_id, event FROM tq_dead_letters WHERE seq = :seq RETURNING seq",
-      args,
-    ),
-    stmt(
-      "INSERT OR IGNORE INTO groups (group_id, priority) SELECT group_id, priority FROM tq_dead_letters WHERE seq = :seq",
-      args,
-    ),
-    stmt("DELETE FROM tq_dead_letters WHERE seq = :seq RETURNING seq", args),
-  ];
+/**
+ * delay > 0 parks the message (its group stays held) until now + delay; 0 frees it. A message that
+ * has used its attempts moves to the dead letters instead.
+ */
+export function nackPlan(l: LeaseRef, delay: number, maxAttempts: number): Plan<NackResult> {
+  const args = { seq: l.seq, token: l.token };
+  const limited = maxAttempts < UNLIMITED;
+  return plan(
+    [
+      [
+        "dead",
+        limited
+          ? stmt(
+              `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts, 'max_attempts', ${NOW}
+  FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id
+ WHERE m.seq = :seq AND m.tq_lease = :token || '|' || m.locked_by AND m.tq_attempts >= :max
+ON CONFLICT (seq) DO NOTHING`,
+              { ...args, max: maxAttempts },
+            )
+          : undefined,
+      ],
+      [
+        "removed",
+        limited
+          ? stmt(
+              `DELETE FROM messages WHERE seq = :seq AND ${FENCE}
+   AND EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) RETURNING seq`,
+              args,
+            )
+          : undefined,
+      ],
+      [
+        "released",
+        stmt(
+          `UPDATE messages
+   SET locked_by   = CASE WHEN :delay > 0 THEN '__parked__' END,
+       lock_expiry = CASE WHEN :delay > 0 THEN ${NOW} + :delay END
+ WHERE seq = :seq AND ${FENCE} RETURNING seq`,
+          { ...args, delay },
+        ),
+      ],
+      [
+        "state",
+        stmt(
+          `SELECT ${PRESENT},
+       EXISTS (SELECT 1 FROM messages WHERE seq = :seq AND substr(tq_lease, 1, 32) = :token) AS ours,
+       EXISTS (SELECT 1 FROM tq_dead_letters WHERE seq = :seq) AS dead`,
+          args,
+        ),
+      ],
+    ],
+    (r, retried) => {
+      if (rowsOf(r.removed).length > 0) return { deadLettered: true };
+      if (rowsOf(r.released).length > 0) return { deadLettered: false };
+      const present = flag(r.state, "present");
+      if (retried && flag(r.state, "dead")) return { deadLettered: true };
+      if (retried && present && flag(r.state, "ours")) return { deadLettered: false };
+      throw leaseError(present, l);
+    },
+  );
 }
 
-export function deleteDeadLetterStatement(seq: number): InStatement {
-  return stmt("DELETE FROM tq_dead_letters WHERE seq = :seq RETURNING seq", { seq });
+/** Heartbeat: the lease now ends `visibility` seconds from now. Answers the new expiry. */
+export function extendPlan(l: LeaseRef, visibility: number): Plan<number> {
+  const args = { seq: l.seq, token: l.token, vis: visibility };
+  return plan(
+    [
+      [
+        "extended",
+        stmt(
+          `UPDATE messages SET lock_expiry = ${NOW} + :vis WHERE seq = :seq AND ${FENCE} RETURNING lock_expiry`,
+          args,
+        ),
+      ],
+      ["state", stmt(`SELECT ${PRESENT}`, { seq: l.seq })],
+    ],
+    (r) => {
+      const row = rowsOf(r.extended)[0];
+      if (row) return Number(row.lock_expiry);
+      throw leaseError(flag(r.state, "present"), l);
+    },
+  );
 }
+
+// ---------------------------------------------------------------------------------------------
+// dead letters
+
+export function deadLettersPlan<E>(groupId: string | null, afterSeq: number, limit: number): Plan<DeadLetter<E>[]> {
+  return plan(
+    [
+      [
+        "page",
+        stmt(
+          `SELECT seq, group_id, event, priority, attempts, reason, dead_at FROM tq_dead_letters
+ WHERE seq > :after AND (:group IS NULL OR group_id = :group) ORDER BY seq LIMIT :limit`,
+          { after: afterSeq, group: groupId, limit },
+        ),
+      ],
+    ],
+    (r) =>
+      rowsOf(r.page).map((row) => ({
+        seq: Number(row.seq),
+        groupId: String(row.group_id),
+        event: JSON.parse(String(row.event)) as E,
+        priority: Number(row.priority),
+        attempts: Number(row.attempts),
+        reason: String(row.reason),
+        deadAt: Number(row.dead_at),
+      })),
+  );
+}
+
+/** Puts a dead letter back at the tail of its group, with a fresh attempt count. Answers its new seq. */
+export function redrivePlan(seq: number): Plan<number> {
+  const args = { seq };
+  return plan(
+    [
+      [
+        "inserted",
+        stmt(
+          "INSERT INTO messages (group_id, event) SELECT group_id, event FROM tq_dead_letters WHERE seq = :seq RETURNING seq",
+          args,
+        ),
+      ],
+      [
+        "group",
+        stmt(
+          "INSERT OR IGNORE INTO groups (group_id, priority) SELECT group_id, priority FROM tq_dead_letters WHERE seq = :seq",
+          args,
+        ),
+      ],
+      ["removed", stmt("DELETE FROM tq_dead_letters WHERE seq = :seq", args)],
+    ],
+    (r) => {
+      const row = rowsOf(r.inserted)[0];
+      if (!row) throw new QueueError("LEASE_NOT_FOUND", `seq: no dead letter ${seq}`, { field: "seq" });
+      return Number(row.seq);
+    },
+  );
+}
+
+/** Drops a dead letter for good; false when there was none. */
+export function deleteDeadLetterPlan(seq: number): Plan<boolean> {
+  return plan(
+    [["removed", stmt("DELETE FROM tq_dead_letters WHERE seq = :seq RETURNING seq", { seq })]],
+    (r) => rowsOf(r.removed).length > 0,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// stats
 
 /**
- * Queue counters. `waiting` counts the messages held back behind a live lease or park in their
- * group (by the one-in-flight rule, everything else in such a group): found from the groups in
- * flight (an index probe each), so the cost follows the groups in flight, not the depth.
+ * Counts from the table sizes (a b-tree count, not a scan) and one walk of the live locks on the
+ * lock index: the cost follows what is in flight, not the depth.
  */
-export const STATS = `SELECT
+export function statsPlan(): Plan<QueueStats> {
+  return plan(
+    [
+      [
+        "counts",
+        stmt(`SELECT
   (SELECT count(*) FROM messages) AS total,
-  (SELECT count(*) FROM messages WHERE locked_by IS NOT NULL AND locked_by <> '__parked__'
-      AND lock_expiry >= unixepoch('subsec')) AS in_flight,
-  (SELECT count(*) FROM messages WHERE locked_by = '__parked__' AND lock_expiry >= unixepoch('subsec')) AS parked,
-  (SELECT coalesce(sum((SELECT count(*) FROM messages y WHERE y.group_id = b.group_id) - b.held), 0)
-     FROM (SELECT group_id, count(*) AS held FROM messages
-            WHERE locked_by IS NOT NULL AND lock_expiry >= unixepoch('subsec') GROUP BY group_id) AS b) AS waiting,
   (SELECT count(*) FROM groups) AS groups,
   (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
-  unixepoch('subsec') AS now`;
+  live.in_flight, live.parked, live.busy_groups,
+  ${NOW} AS now
+FROM (SELECT coalesce(sum(locked_by <> '__parked__'), 0) AS in_flight,
+             coalesce(sum(locked_by = '__parked__'), 0) AS parked,
+             count(DISTINCT group_id) AS busy_groups
+        FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS live`),
+      ],
+    ],
+    (r) => {
+      const row = rowsOf(r.counts)[0] as Row;
+      const total = Number(row.total);
+      const groups = Number(row.groups);
+      const inFlight = Number(row.in_flight);
+      const parked = Number(row.parked);
+      const ready = Math.max(0, groups - Number(row.busy_groups));
+      return {
+        ready,
+        waiting: Math.max(0, total - inFlight - parked - ready),
+        inFlight,
+        parked,
+        groups,
+        deadLetters: Number(row.dead_letters),
+        now: Number(row.now),
+      };
+    },
+  );
+}

@@ -3,10 +3,12 @@
  * over `@libsql/client`, so that it runs the same over a local file, an HTTP primary (sqld, Turso) or
  * an embedded replica, in Node or in a Worker. Every operation is one write batch: one HTTP request.
  */
-import type { Client, Config, InStatement, ResultSet, Row } from "@libsql/client";
-import { backoff, Committer, withTimeout } from "./committer.js";
+import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
+import { backoff, Committer, type WriteSpec, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
+import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
+import type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
 import {
   checkCount,
   checkDelay,
@@ -16,6 +18,8 @@ import {
   checkWorkerId,
   encodeEvent,
 } from "./validate.js";
+
+export type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
 
 export interface TransportOptions {
   /** Token for a remote primary (Turso database token, or a JWT for sqld with auth). */
@@ -51,63 +55,6 @@ export interface TransportOptions {
   synchronous?: "full" | "normal";
 }
 
-export interface Lease<E = unknown> {
-  /** Opaque handle for ack/nack/extend: `"<seq>.<token>"`; the token fences off stale holders. */
-  id: string;
-  seq: number;
-  groupId: string;
-  event: E;
-  workerId: string;
-  /** Lease deadline, epoch seconds on the database's clock. */
-  expiresAt: number;
-  /** Deliveries of this message so far, this one included. */
-  attempts: number;
-}
-
-export interface PublishInput {
-  groupId: string;
-  event: unknown;
-  priority?: number;
-}
-
-export interface PublishOptions {
-  /** Retrying a publish with the same key returns the first answer instead of enqueuing again. */
-  idempotencyKey?: string;
-}
-
-export interface NackResult {
-  /** True when the message had used its attempts and moved to the dead letters. */
-  deadLettered: boolean;
-}
-
-export interface QueueStats {
-  /**
-   * Messages nothing holds back: not leased, not parked (lapsed leases count here), in a group with
-   * nothing in flight. Each such group's oldest is deliverable now; the rest follow it in order.
-   */
-  ready: number;
-  /** Messages not leased or parked themselves, held back behind a live lease or park in their group. */
-  waiting: number;
-  /** Live leases. */
-  inFlight: number;
-  /** Live parks (nacked with a delay). */
-  parked: number;
-  groups: number;
-  deadLetters: number;
-  /** The database's clock, epoch seconds. */
-  now: number;
-}
-
-export interface DeadLetter<E = unknown> {
-  seq: number;
-  groupId: string;
-  event: E;
-  priority: number;
-  attempts: number;
-  reason: string;
-  deadAt: number;
-}
-
 /** Most messages in one publishMany (and one HTTP batch publish). */
 export const MAX_PUBLISH_BATCH = 1000;
 /** Most leases one claimMany asks for. */
@@ -121,8 +68,6 @@ const DEFAULTS = {
   maxAttempts: 5,
   idempotencyWindow: 86_400,
 };
-/** Keys the library adds by itself to make its own retries safe only need to outlive those retries. */
-const AUTO_KEY_TTL = 600;
 
 type Resolved = typeof DEFAULTS & { autoKeys: boolean };
 
@@ -236,41 +181,33 @@ export class LibsqlTransport {
     if (typeof options !== "object" || options === null) throw invalid("options", "must be an object");
     const userKey =
       options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
-    let idem: sql.IdempotencyArgs | undefined;
     if (userKey !== undefined) {
-      idem = {
+      const key = {
+        kind: "user",
         key: userKey,
         token: randomToken(),
         fingerprint: await fingerprint(rows),
         ttl: this.#opts.idempotencyWindow,
-      };
-    } else if (this.#opts.autoKeys) {
-      idem = { key: `auto:${randomToken()}`, token: randomToken(), fingerprint: null, ttl: AUTO_KEY_TTL };
+      } as const;
+      return this.#write(sql.publishPlan(rows, key), true);
     }
-    const stmts = sql.publishStatements(rows, idem);
-    return this.#committer.submit({
-      stmts,
-      idempotent: idem !== undefined,
-      finish: (rs) => {
-        if (!idem) return seqsOf(rs[0]);
-        const state = rs[5]?.rows[0];
-        // Our batch claimed the key; on a resend of it (lost answer) the seqs come from first_seq below.
-        if (state && state.token === idem.token && (rs[2]?.rows.length ?? 0) > 0) return seqsOf(rs[2]);
-        if (!state || state.first_seq === null) throw new QueueError("DATABASE", "idempotency record missing");
-        if (
-          (idem.fingerprint !== null && state.fingerprint !== idem.fingerprint) ||
-          Number(state.count) !== rows.length
-        ) {
-          throw new QueueError(
-            "IDEMPOTENCY_CONFLICT",
-            "idempotencyKey: this key was already used for a different request",
-            { field: "idempotencyKey" },
-          );
-        }
-        const first = Number(state.first_seq);
-        return Array.from({ length: rows.length }, (_, i) => first + i);
-      },
-    });
+    if (!this.#opts.autoKeys) return this.#write(sql.publishPlan(rows, { kind: "none" }), false);
+    // Over the network a request's answer can be lost after it applied: the publish takes a slot of
+    // this process, so that sending it again cannot enqueue twice. The slot is kept while an
+    // abandoned request might still land, and is otherwise free again once the call settles.
+    const slot = slots.take();
+    let settled = false;
+    try {
+      const key = { kind: "slot", slot, token: randomToken(), collect: slots.due() } as const;
+      const seqs = await this.#write(sql.publishPlan(rows, key), true);
+      settled = true;
+      return seqs;
+    } catch (e) {
+      settled = !(e instanceof QueueError && e.outcomeUnknown);
+      throw e;
+    } finally {
+      slots.give(slot, settled);
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -295,27 +232,23 @@ export class LibsqlTransport {
     // A message past its attempts is dead-lettered by the claim that meets it; claim again for the
     // slots it took, so that a poison message never hides the rest of the queue.
     for (let round = 0; round < 16 && leases.length < n; round++) {
-      const { got, deadLettered } = await this.#claimRound<E>(worker, vis, n - leases.length, min);
-      leases.push(...got);
-      if (deadLettered === 0) break;
+      const got = await this.#write(
+        sql.claimPlan<E>({
+          token: randomToken(),
+          worker,
+          visibility: vis,
+          n: n - leases.length,
+          minPriority: min,
+          maxAttempts: this.#maxAttempts,
+          marker: -1 - Math.floor(Math.random() * 2 ** 52),
+        }),
+        // A resend answers with the leases the first request took, if it applied (see sql.ts).
+        true,
+      );
+      leases.push(...got.leases);
+      if (got.deadLettered === 0) break;
     }
     return leases;
-  }
-
-  #claimRound<E>(worker: string, vis: number, n: number, min: number) {
-    const maxAttempts = Number.isFinite(this.#opts.maxAttempts) ? this.#opts.maxAttempts : sql.UNLIMITED;
-    const token = randomToken();
-    return this.#committer.submit({
-      stmts: sql.claimStatements({ lease: token, worker, visibility: vis, n, minPriority: min, maxAttempts }),
-      // A resend picks nothing new and answers with the leases of the first attempt (see sql.ts).
-      idempotent: true,
-      finish: (rs) => {
-        const picked = rs[0]?.rows.length ?? 0;
-        const leased = [...(rs[1]?.rows ?? [])].sort((a, b) => Number(a.stamp) - Number(b.stamp));
-        const got = leased.map((row) => toLease<E>(row, token, worker));
-        return { got, deadLettered: Math.max(0, picked - got.length) };
-      },
-    });
   }
 
   // -------------------------------------------------------------------------------------------
@@ -323,53 +256,19 @@ export class LibsqlTransport {
 
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
-    const ref = leaseRef(lease);
-    await this.#committer.submit({
-      stmts: sql.ackStatements(ref),
-      idempotent: true,
-      finish: (rs, retried) => {
-        if (rs[0]?.rows.length) return;
-        const present = Number(rs[1]?.rows[0]?.present) === 1;
-        // Gone after a retry: our first attempt applied and only its answer was lost.
-        if (!present && retried) return;
-        throw leaseError(present, ref);
-      },
-    });
+    await this.#write(sql.ackPlan(leaseRef(lease)), true);
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
   async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
     const ref = leaseRef(lease);
-    const d = checkDelay("delay", delay);
-    const maxAttempts = Number.isFinite(this.#opts.maxAttempts) ? this.#opts.maxAttempts : sql.UNLIMITED;
-    return this.#committer.submit({
-      stmts: sql.nackStatements(ref, d, maxAttempts),
-      idempotent: true,
-      finish: (rs, retried) => {
-        if (rs[1]?.rows.length) return { deadLettered: true };
-        if (rs[2]?.rows.length) return { deadLettered: false };
-        const state = rs[3]?.rows[0];
-        const present = Number(state?.present) === 1;
-        if (retried && Number(state?.dead) === 1) return { deadLettered: true };
-        if (retried && present && Number(state?.ours) === 1) return { deadLettered: false };
-        throw leaseError(present, ref);
-      },
-    });
+    return this.#write(sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts), true);
   }
 
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
-    const vis = checkPositiveSeconds("visibility", visibility);
-    const expiresAt = await this.#committer.submit({
-      stmts: sql.extendStatements(ref, vis),
-      idempotent: true,
-      finish: (rs) => {
-        const row = rs[0]?.rows[0];
-        if (row) return Number(row.lock_expiry);
-        throw leaseError(Number(rs[1]?.rows[0]?.present) === 1, ref);
-      },
-    });
+    const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
     return { ...lease, expiresAt };
   }
 
@@ -383,57 +282,21 @@ export class LibsqlTransport {
     const after = options.afterSeq ?? 0;
     if (!Number.isSafeInteger(after) || after < 0) throw invalid("afterSeq", "must be an integer >= 0");
     const limit = checkCount("limit", options.limit ?? 100, 1000);
-    const rs = await this.#read(sql.listDeadLettersStatement(groupId, after, limit));
-    return rs.rows.map((r) => ({
-      seq: Number(r.seq),
-      groupId: String(r.group_id),
-      event: JSON.parse(String(r.event)) as E,
-      priority: Number(r.priority),
-      attempts: Number(r.attempts),
-      reason: String(r.reason),
-      deadAt: Number(r.dead_at),
-    }));
+    return this.#readPlan(sql.deadLettersPlan<E>(groupId, after, limit));
   }
 
   /** Puts a dead letter back at the tail of its group, with a fresh attempt count; returns its new seq. */
   async redrive(seq: number): Promise<number> {
-    const s = checkSeq("seq", seq);
-    return this.#committer.submit({
-      stmts: sql.redriveStatements(s),
-      idempotent: false,
-      finish: (rs) => {
-        const row = rs[0]?.rows[0];
-        if (!row) throw new QueueError("LEASE_NOT_FOUND", `seq: no dead letter ${s}`, { field: "seq" });
-        return Number(row.seq);
-      },
-    });
+    return this.#write(sql.redrivePlan(checkSeq("seq", seq)), false);
   }
 
   /** Drops a dead letter for good; false when there was none. */
   async deleteDeadLetter(seq: number): Promise<boolean> {
-    const s = checkSeq("seq", seq);
-    return this.#committer.submit({
-      stmts: [sql.deleteDeadLetterStatement(s)],
-      idempotent: true,
-      finish: (rs) => (rs[0]?.rows.length ?? 0) > 0,
-    });
+    return this.#write(sql.deleteDeadLetterPlan(checkSeq("seq", seq)), true);
   }
 
   async stats(): Promise<QueueStats> {
-    const r = (await this.#read(sql.STATS)).rows[0] as Row;
-    const total = Number(r.total);
-    const inFlight = Number(r.in_flight);
-    const parked = Number(r.parked);
-    const waiting = Number(r.waiting);
-    return {
-      ready: total - inFlight - parked - waiting,
-      waiting,
-      inFlight,
-      parked,
-      groups: Number(r.groups),
-      deadLetters: Number(r.dead_letters),
-      now: Number(r.now),
-    };
+    return this.#readPlan(sql.statsPlan());
   }
 
   /** Pulls the primary's latest frames into an embedded replica (no-op otherwise). */
@@ -450,19 +313,43 @@ export class LibsqlTransport {
     if (this.#ownsClient) this.client.close();
   }
 
+  get #maxAttempts(): number {
+    return Number.isFinite(this.#opts.maxAttempts) ? this.#opts.maxAttempts : sql.UNLIMITED;
+  }
+
+  #write<T>(plan: sql.Plan<T>, idempotent: boolean): Promise<T> {
+    const spec: WriteSpec<T> = { ...plan, idempotent };
+    return this.#committer.submit(spec);
+  }
+
+  async #readPlan<T>(plan: sql.Plan<T>): Promise<T> {
+    const results: ResultSet[] = [];
+    for (const s of plan.stmts) results.push(await this.#read(s));
+    return plan.read(results, false);
+  }
+
   async #ensureSchema(): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const version = await this.#schemaVersion();
+      if (version >= SCHEMA_VERSION) return;
+      try {
+        await this.#write({ stmts: migrationSteps(version), read: () => undefined }, true);
+        return;
+      } catch (e) {
+        // Another transport may have migrated meanwhile (its batch won, ours failed as a whole).
+        if (attempt > 0 || !(e instanceof QueueError) || e.code !== "DATABASE") throw e;
+      }
+    }
+  }
+
+  async #schemaVersion(): Promise<number> {
     try {
-      const rs = await this.#read(sql.READ_SCHEMA_VERSION);
-      if (Number(rs.rows[0]?.value) >= sql.SCHEMA_VERSION) return;
+      const rs = await this.#read(READ_SCHEMA_VERSION);
+      return Number(rs.rows[0]?.value ?? 0);
     } catch (e) {
       if (!(e instanceof QueueError) || e.code !== "DATABASE") throw e;
-      // No tq_meta yet: a new database, or one made by the Python transports.
+      return 0; // No tq_meta yet: a new database, or one made by the Python transports.
     }
-    await this.#committer.submit({
-      stmts: sql.SCHEMA.map((s) => ({ sql: s, args: [] })),
-      idempotent: true,
-      finish: () => undefined,
-    });
   }
 
   /** A read, retried while the database is busy or unreachable, bounded like writes. */
@@ -537,49 +424,48 @@ function clientConfig(database: string, o: TransportOptions, opts: typeof DEFAUL
   };
 }
 
-function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
-  const seq = Number(row.seq);
-  return {
-    id: `${seq}.${token}`,
-    seq,
-    groupId: String(row.group_id),
-    event: JSON.parse(String(row.event)) as E,
-    workerId,
-    expiresAt: Number(row.lock_expiry),
-    attempts: Number(row.attempts),
-  };
-}
-
-const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
-
 /** Parses a lease or lease id; refuses anything that is not one of ours. */
 export function leaseRef(lease: Lease | string): sql.LeaseRef {
   const id = typeof lease === "string" ? lease : typeof lease === "object" && lease !== null ? lease.id : undefined;
-  const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
-  if (!m) throw invalid("lease", "is not a lease id of this queue");
-  const seq = Number(m[1]);
-  return { seq, lease: sql.storedLeaseId(m[2] as string, seq) };
+  const ref = sql.parseLeaseId(id);
+  if (!ref) throw invalid("lease", "is not a lease id of this queue");
+  return ref;
 }
 
-function leaseError(present: boolean, ref: sql.LeaseRef): QueueError {
-  return present
-    ? new QueueError(
-        "LEASE_LOST",
-        `lease: message ${ref.seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`,
-        { field: "lease" },
-      )
-    : new QueueError("LEASE_NOT_FOUND", `lease: message ${ref.seq} no longer exists (acked or dead-lettered)`, {
-        field: "lease",
-      });
-}
+/**
+ * The publisher slots of this process (see sql.publishPlan): a slot per publish under way, reused
+ * once its publish settled. A slot whose publish ended with its outcome unknown rests for ten
+ * minutes first, in case the abandoned request still lands.
+ */
+const slots = (() => {
+  // Drawn on first use: a Worker may not generate random values at module scope.
+  let process: string | undefined;
+  const free: number[] = [];
+  const resting: Array<{ n: number; until: number }> = [];
+  let next = 0;
+  let publishes = 0;
+  return {
+    /** The first publish of a process, and every 1024th after, also collects slots of gone processes. */
+    due: () => publishes++ % 1024 === 0,
+    take(): string {
+      const now = Date.now();
+      while (resting.length > 0 && (resting[0] as { until: number }).until <= now) {
+        free.push((resting.shift() as { n: number }).n);
+      }
+      process ??= randomToken().slice(0, 16);
+      return `${process}:${free.pop() ?? next++}`;
+    },
+    give(slot: string, settled: boolean): void {
+      const n = Number(slot.slice(slot.indexOf(":") + 1));
+      if (settled) free.push(n);
+      else resting.push({ n, until: Date.now() + 600_000 });
+    },
+  };
+})();
 
 function checkSeq(field: string, v: unknown): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) throw invalid(field, "must be a positive integer");
   return v;
-}
-
-function seqsOf(rs: ResultSet | undefined): number[] {
-  return (rs?.rows ?? []).map((r) => Number(r.seq)).sort((a, b) => a - b);
 }
 
 function randomToken(): string {

@@ -192,13 +192,22 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
 
   it("reads the claim plan off the database: no full scan of messages", async () => {
     t = await target.open();
-    const { claimStatements } = await import("../../src/core/sql.js");
-    for (const s of claimStatements({ lease: "x", worker: "w", visibility: 1, n: 8, minPriority: 0, maxAttempts: 5 })) {
+    const { claimPlan } = await import("../../src/core/sql.js");
+    const claim = claimPlan({
+      token: "x",
+      worker: "w",
+      visibility: 1,
+      n: 8,
+      minPriority: 0,
+      maxAttempts: 5,
+      marker: -7,
+    });
+    for (const s of [...claim.stmts, ...(claim.resend?.stmts ?? [])]) {
       const { sql, args } = s as { sql: string; args: unknown[] };
       const plan = await t.client.execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
       const details = plan.rows.map((r) => String(r.detail));
       for (const d of details) {
-        // "SCAN g USING INDEX tq_groups_round_robin" is the round-robin walk; a scan of messages is not allowed.
+        // "SCAN g USING INDEX tq_groups_free" is the round-robin walk; a scan of messages is not allowed.
         expect(d, details.join("\n")).not.toMatch(/^SCAN (m|x|messages)\b(?! USING)/);
         expect(d, details.join("\n")).not.toMatch(/^SCAN messages$/);
       }

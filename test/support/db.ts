@@ -28,7 +28,7 @@ export const targets: Target[] = [
   },
 ];
 
-const TABLES = ["messages", "groups", "tq_deliveries", "tq_dead_letters", "tq_idempotency"];
+const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers"];
 
 /** Empties every queue table (the schema stays). Test files in a project run one at a time. */
 export async function resetDatabase(client: Client): Promise<void> {
@@ -41,7 +41,8 @@ export async function resetDatabase(client: Client): Promise<void> {
 /**
  * The queue's invariants, checked on the database itself:
  * every message has its group row; every group row has a message; no group holds two live leases;
- * no message is locked without an expiry; no lease row outlives its message.
+ * no message is locked without an expiry; a lock is only ever on its group's first message; no group
+ * is out of the round-robin index (tq_busy) while its first message is free.
  */
 export async function checkInvariants(client: Client): Promise<void> {
   const q = async (sql: string) => (await client.execute(sql)).rows.map((r) => ({ ...r }));
@@ -64,7 +65,13 @@ export async function checkInvariants(client: Client): Promise<void> {
     "locked messages without an expiry",
   ).toEqual([]);
   expect(
-    await q("SELECT seq FROM tq_deliveries WHERE seq NOT IN (SELECT seq FROM messages)"),
-    "orphan lease rows",
+    await q(`SELECT seq, group_id FROM messages m WHERE locked_by IS NOT NULL
+              AND seq <> (SELECT min(seq) FROM messages f WHERE f.group_id = m.group_id)`),
+    "locks on a message that is not its group's first",
+  ).toEqual([]);
+  expect(
+    await q(`SELECT group_id FROM groups g WHERE tq_busy IS NOT NULL
+              AND (SELECT locked_by FROM messages m WHERE m.group_id = g.group_id ORDER BY seq LIMIT 1) IS NULL`),
+    "groups held out of the round-robin index with a free first message",
   ).toEqual([]);
 }

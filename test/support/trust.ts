@@ -26,9 +26,10 @@ export async function tableCounts(client: Client): Promise<Record<string, number
   const rs = await client.execute(`SELECT
     (SELECT count(*) FROM messages) AS messages,
     (SELECT count(*) FROM groups) AS groups,
-    (SELECT count(*) FROM tq_deliveries) AS deliveries,
+    (SELECT count(*) FROM messages WHERE tq_lease IS NOT NULL) AS leased,
     (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
-    (SELECT count(*) FROM tq_idempotency) AS idempotency`);
+    (SELECT count(*) FROM tq_idempotency) AS idempotency,
+    (SELECT count(*) FROM tq_publishers) AS publishers`);
   const r = rs.rows[0] ?? {};
   return Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number(v)]));
 }

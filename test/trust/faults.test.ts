@@ -208,7 +208,7 @@ describe("sqld killed with SIGKILL during a run, restarted on the same data", ()
         else expect(publishUnknown.has(a.payload), `seq ${seq} (${a.payload}) was never published`).toBe(true);
       }
       const direct = await LibsqlTransport.create(url, opts);
-      expect(await tableCounts(direct.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+      expect(await tableCounts(direct.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
       await checkInvariants(direct.client);
       direct.close();
 
@@ -354,7 +354,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     const t = await viaProxy({ timeoutMs: 1000 });
     await direct.publish("g", "first");
     await direct.publish("g", "second");
-    proxy.inject({ kind: "drop" }, { match: "INSERT INTO tq_deliveries", times: 1000 });
+    proxy.inject({ kind: "drop" }, { match: "tq_claimed_at = p.stamp", times: 1000 });
     const err = await expectQueueError(t.claim("w", 3), "TIMEOUT");
     expect(err.outcomeUnknown).toBe(true);
     proxy.clear();
@@ -378,7 +378,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     const t = await viaProxy();
     await direct.publish("a", 1);
     await direct.publish("b", 2);
-    proxy.inject({ kind: "drop" }, { match: "INSERT INTO tq_deliveries" });
+    proxy.inject({ kind: "drop" }, { match: "tq_claimed_at = p.stamp" });
     // The library resends the same batch; it must not lease a second message under the same token.
     const got = await t.claimMany("w", 0.5, 1);
     expect(got.length).toBeLessThanOrEqual(1);
@@ -582,7 +582,7 @@ describe("64 concurrent writers against one sqld", () => {
       ).toEqual([]);
       expect(acked.size).toBe(published.size);
       expect(published.size).toBe(64 * OPS + 64 * Math.ceil(OPS / 5) * 4);
-      expect(await tableCounts(drain.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+      expect(await tableCounts(drain.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
       await checkInvariants(drain.client);
       for (const t of [...transports, drain]) t.close();
     },

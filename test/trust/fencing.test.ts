@@ -55,7 +55,7 @@ describe.each(targets)("fencing on $name", (target) => {
     const next = (await t.claim("fast-worker", 30)) as Lease<{ n: number }>;
     expect(next.event).toEqual({ n: 2 });
     await t.ack(next);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
   });
 
   it("a lease that lapsed but was not re-claimed can still ack, nack and extend", async () => {
@@ -81,7 +81,7 @@ describe.each(targets)("fencing on $name", (target) => {
     expect(await t.claim("w2", 30)).toBeNull();
     await t.ack(other);
     await t.ack(revived);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, deliveries: 0 });
+    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
   });
 
   it("extend keeps a lease alive past its original expiry while another claimer is refused the group", async () => {
@@ -168,7 +168,7 @@ describe.each(targets)("fencing on $name", (target) => {
     const back = (await t.claim("w", 30, 2)) as Lease;
     expect(back).toMatchObject({ seq: again, groupId: "orders", event: { poison: true }, attempts: 1 });
     await t.ack(back);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, deliveries: 0 });
+    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
   });
 
   it("dead-letters a message whose leases keep lapsing, and a stale holder then gets LEASE_NOT_FOUND", async () => {
@@ -201,7 +201,7 @@ describe.each(targets)("fencing on $name", (target) => {
     // deleteDeadLetter drops it for good.
     expect(await t.deleteDeadLetter(seq)).toBe(true);
     expect(await t.deleteDeadLetter(seq)).toBe(false);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, deliveries: 0 });
+    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
   });
 
   it("claimMany skips past several poison messages in one call", async () => {

@@ -210,7 +210,7 @@ describe.each(RUNS)(
         expect(await tableCounts(admin.client)).toMatchObject({
           messages: 0,
           groups: 0,
-          deliveries: 0,
+          leased: 0,
           dead_letters: 0,
         });
         await checkInvariants(admin.client);

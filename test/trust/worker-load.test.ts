@@ -162,7 +162,7 @@ describe.each(RUNS)(
       expect(violations.slice(0, 20)).toEqual([]);
       await checkInvariants(admin.client);
       const left = await tableCounts(admin.client);
-      expect([left.messages, left.groups, left.deliveries, left.dead_letters]).toEqual([0, 0, 0, 0]);
+      expect([left.messages, left.groups, left.leased, left.dead_letters]).toEqual([0, 0, 0, 0]);
 
       report(`worker load ${name}`, {
         messages: MESSAGES,

@@ -1,0 +1,148 @@
+/**
+ * The schema, and the steps that bring any earlier database to it.
+ *
+ * The spec's two tables (`messages`, `groups`) are created byte for byte as its Python transports
+ * create them, so both can share one database. Everything we add is additive and runs on SQLite
+ * 3.40: nullable columns, indexes, triggers (none of them reads the clock) and `tq_*` tables.
+ *
+ * What each addition is for, and what it costs (sqld bills a row written per table row inserted,
+ * updated or deleted, and per index entry inserted; removing an index entry is free):
+ * - `messages.tq_lease` (`"<token>|<worker>"`), `tq_attempts`, `tq_claimed_at`: the fencing token,
+ *   the delivery count and the round-robin stamp of our last claim, in the row the claim writes
+ *   anyway (no lease table to insert into and delete from).
+ * - `groups.tq_busy`: 1 while a lease or park of ours holds the group. The round-robin index
+ *   `tq_groups_free` only holds groups without it, so a claim never walks past groups in flight
+ *   or parked: an empty claim reads a handful of rows, whatever is in flight. Taking a group out
+ *   is free; putting it back (the ack) costs the index entry.
+ * - `tq_messages_lock (lock_expiry) WHERE locked_by IS NOT NULL`: finds leases and parks that ended
+ *   (their groups are out of the free index) and counts what is in flight, without a scan.
+ * - `tq_messages_group_seq (group_id, seq)`: a group's first message in one probe. A group's live
+ *   lease or park, if any, is on its first message (claims only ever lease the first one), so that
+ *   probe also tells whether the group is in flight.
+ * - Triggers keep `tq_busy` and the group rows right whoever writes (our statements, the spec's):
+ *   our claim takes the group out and stamps it; a delete or release puts it back unless its first
+ *   message is still locked (the lock index brings it back when that lock ends); a group whose
+ *   last message goes is deleted.
+ */
+
+export const SCHEMA_VERSION = 2;
+
+export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
+
+const SPEC_TABLES = [
+  `CREATE TABLE IF NOT EXISTS messages (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+  group_id     TEXT NOT NULL,
+  event        TEXT NOT NULL,
+  locked_by    TEXT,
+  lock_expiry  REAL
+)`,
+  `CREATE TABLE IF NOT EXISTS groups (
+  group_id        TEXT PRIMARY KEY,
+  last_claimed_at REAL NOT NULL DEFAULT 0.0,
+  priority        INT  NOT NULL DEFAULT 0
+)`,
+];
+
+const ADDED_COLUMNS = [
+  "ALTER TABLE messages ADD COLUMN tq_lease TEXT",
+  "ALTER TABLE messages ADD COLUMN tq_attempts INTEGER",
+  "ALTER TABLE messages ADD COLUMN tq_claimed_at REAL",
+  "ALTER TABLE groups ADD COLUMN tq_busy INTEGER",
+];
+
+/** Everything of version 2 that does not depend on what was there before. */
+const V2_OBJECTS = [
+  "CREATE INDEX IF NOT EXISTS tq_messages_group_seq ON messages (group_id, seq)",
+  "CREATE INDEX IF NOT EXISTS tq_messages_lock ON messages (lock_expiry) WHERE locked_by IS NOT NULL",
+  // (last_claimed_at, rowid): a group's rowid grows with its creation, so among never-claimed groups
+  // it is the spec's `m.seq` tie-break.
+  "CREATE INDEX IF NOT EXISTS tq_groups_free ON groups (last_claimed_at) WHERE tq_busy IS NULL",
+  `CREATE TABLE IF NOT EXISTS tq_dead_letters (
+  seq        INTEGER PRIMARY KEY,
+  group_id   TEXT NOT NULL,
+  event      TEXT NOT NULL,
+  priority   INT NOT NULL,
+  attempts   INTEGER NOT NULL,
+  reason     TEXT NOT NULL,
+  dead_at    REAL NOT NULL
+)`,
+  "CREATE INDEX IF NOT EXISTS tq_dead_letters_group ON tq_dead_letters (group_id, seq)",
+  // Idempotency keys given by users: one row (plus its expiry entry) per key, for the window.
+  `CREATE TABLE IF NOT EXISTS tq_idempotency (
+  key         TEXT PRIMARY KEY,
+  token       TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  first_seq   INTEGER NOT NULL,
+  count       INTEGER NOT NULL,
+  expires_at  REAL NOT NULL
+) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS tq_idempotency_expiry ON tq_idempotency (expires_at)",
+  // The keys the library adds by itself to publishes sent over the network: a slot per publish
+  // under way in a process, reused (one row updated in place, nothing to expire per publish).
+  `CREATE TABLE IF NOT EXISTS tq_publishers (
+  slot      TEXT PRIMARY KEY,
+  token     TEXT NOT NULL,
+  first_seq INTEGER NOT NULL,
+  count     INTEGER NOT NULL,
+  at        REAL NOT NULL
+) WITHOUT ROWID`,
+  `CREATE TRIGGER IF NOT EXISTS tq_messages_deleted AFTER DELETE ON messages BEGIN
+  DELETE FROM groups WHERE group_id = OLD.group_id
+    AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = OLD.group_id);
+  UPDATE groups SET tq_busy = NULL WHERE group_id = OLD.group_id AND tq_busy IS NOT NULL
+    AND (SELECT locked_by FROM messages WHERE group_id = OLD.group_id ORDER BY seq LIMIT 1) IS NULL;
+END`,
+  `CREATE TRIGGER IF NOT EXISTS tq_messages_released AFTER UPDATE OF locked_by ON messages
+  WHEN NEW.locked_by IS NULL BEGIN
+  UPDATE groups SET tq_busy = NULL WHERE group_id = NEW.group_id AND tq_busy IS NOT NULL
+    AND (SELECT locked_by FROM messages WHERE group_id = NEW.group_id ORDER BY seq LIMIT 1) IS NULL;
+END`,
+  // Only our claim sets tq_lease: the group leaves the free index and takes the claim's stamp.
+  `CREATE TRIGGER IF NOT EXISTS tq_messages_leased AFTER UPDATE OF tq_lease ON messages
+  WHEN NEW.tq_lease IS NOT NULL BEGIN
+  UPDATE groups SET last_claimed_at = NEW.tq_claimed_at, tq_busy = 1 WHERE group_id = NEW.group_id;
+END`,
+  "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+  `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
+];
+
+/**
+ * Version 1 kept leases in `tq_deliveries` (one row per leased message), walked every group in
+ * round-robin order, and stored every idempotency key with an expiry. Its leases stay valid: a
+ * lease id is `<seq>.<token>` in both versions.
+ */
+const FROM_V1 = [
+  ...ADDED_COLUMNS,
+  `UPDATE messages SET tq_lease = substr(d.lease_id, 1, 32) || '|' || d.worker_id,
+       tq_attempts = d.attempts, tq_claimed_at = d.claimed_at
+  FROM tq_deliveries d WHERE d.seq = messages.seq`,
+  "UPDATE groups SET tq_busy = 1 WHERE group_id IN (SELECT group_id FROM messages WHERE locked_by IS NOT NULL)",
+  "DROP TRIGGER IF EXISTS tq_messages_deleted",
+  "DROP TABLE IF EXISTS tq_deliveries",
+  "DROP INDEX IF EXISTS tq_groups_round_robin",
+  "DROP INDEX IF EXISTS tq_messages_group_lock",
+  "ALTER TABLE tq_idempotency RENAME TO tq_idempotency_v1",
+  "DROP INDEX IF EXISTS tq_idempotency_expiry",
+];
+
+/** Copies the user keys that are still live once the new table exists. */
+const FROM_V1_AFTER = [
+  `INSERT INTO tq_idempotency (key, token, fingerprint, first_seq, count, expires_at)
+  SELECT key, token, fingerprint, first_seq, count, expires_at FROM tq_idempotency_v1
+   WHERE key NOT LIKE 'auto:%' AND fingerprint IS NOT NULL AND first_seq IS NOT NULL`,
+  "DROP TABLE tq_idempotency_v1",
+];
+
+/**
+ * The statements that bring a database at `from` (0: none of ours yet, a new database or one the
+ * Python transports made) to SCHEMA_VERSION, to run as one write batch. Two transports racing to
+ * do it: the second one's batch fails as a whole (a column already exists) and it reads the version
+ * again.
+ */
+export function migrationSteps(from: number): string[] {
+  if (from >= SCHEMA_VERSION) return [];
+  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER];
+  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS];
+}

@@ -1,0 +1,60 @@
+/** The library's public shapes, apart from the transport that produces them. */
+
+export interface Lease<E = unknown> {
+  /** Opaque handle for ack/nack/extend: `"<seq>.<token>"`; the token fences off stale holders. */
+  id: string;
+  seq: number;
+  groupId: string;
+  event: E;
+  workerId: string;
+  /** Lease deadline, epoch seconds on the database's clock. */
+  expiresAt: number;
+  /** Deliveries of this message so far, this one included. */
+  attempts: number;
+}
+
+export interface PublishInput {
+  groupId: string;
+  event: unknown;
+  priority?: number;
+}
+
+export interface PublishOptions {
+  /** Retrying a publish with the same key returns the first answer instead of enqueuing again. */
+  idempotencyKey?: string;
+}
+
+export interface NackResult {
+  /** True when the message had used its attempts and moved to the dead letters. */
+  deadLettered: boolean;
+}
+
+/**
+ * Where every message is. `ready + waiting + inFlight + parked` is the number of messages.
+ * Counted from the groups and the live leases, so a call costs the same at any depth.
+ */
+export interface QueueStats {
+  /** Deliverable now: the first message of each group with nothing in flight (lapsed leases count). */
+  ready: number;
+  /** Queued behind an earlier message, a live lease or a park in their group. */
+  waiting: number;
+  /** Live leases. */
+  inFlight: number;
+  /** Live parks (nacked with a delay). */
+  parked: number;
+  /** Groups with messages. */
+  groups: number;
+  deadLetters: number;
+  /** The database's clock, epoch seconds. */
+  now: number;
+}
+
+export interface DeadLetter<E = unknown> {
+  seq: number;
+  groupId: string;
+  event: E;
+  priority: number;
+  attempts: number;
+  reason: string;
+  deadAt: number;
+}
