@@ -183,74 +183,84 @@ export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]>
   VALUES (:key, :token, :fp, ${NEXT_SEQ}, :count, ${NOW} + :ttl) ON CONFLICT (key) DO NOTHING`,
           { key: key.key, token: key.token, fp: key.fingerprint, count: rows.length, ttl: key.ttl },
         );
-  return plan(
-    [
-      // An expired key may be used again; a few other expired keys are collected on the way.
+  // A slot's first request always writes its record (its token is new), so it inserts unguarded;
+  // a user's key may be taken already, and any resend must prove its first request did not apply.
+  const build = (guarded: boolean) =>
+    plan(
       [
-        "expired",
-        key.kind === "user"
-          ? stmt(`DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`, id)
-          : undefined,
-      ],
-      [
-        "collectedKeys",
-        key.kind === "user"
-          ? stmt(`DELETE FROM tq_idempotency WHERE key IN (
+        // An expired key may be used again; a few other expired keys are collected on the way.
+        [
+          "expired",
+          key.kind === "user"
+            ? stmt(`DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`, id)
+            : undefined,
+        ],
+        [
+          "collectedKeys",
+          key.kind === "user"
+            ? stmt(`DELETE FROM tq_idempotency WHERE key IN (
   SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`)
-          : undefined,
-      ],
-      ["record", record],
-      // Now and then, the slots of processes gone for a day (a few rows per process that ever published).
-      [
-        "collected",
-        key.kind === "slot" && key.collect ? stmt(`DELETE FROM tq_publishers WHERE at < ${NOW} - 86400`) : undefined,
-      ],
-      [
-        "inserted",
-        stmt(
-          `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
-          { ...msgArgs, ...id, token: key.token },
-        ),
-      ],
-      // Only for groups that have messages: a resend after the group emptied must not leave an empty row.
-      [
-        "groups",
-        stmt(
-          `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues}) AS v
+            : undefined,
+        ],
+        ["record", record],
+        // Now and then, the slots of processes gone for a day.
+        [
+          "collectedSlots",
+          key.kind === "slot" && key.collect ? stmt(`DELETE FROM tq_publishers WHERE at < ${NOW} - 86400`) : undefined,
+        ],
+        [
+          "inserted",
+          guarded
+            ? stmt(
+                `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
+                { ...msgArgs, ...id, token: key.token },
+              )
+            : stmt(`INSERT INTO messages (group_id, event) VALUES ${msgValues} RETURNING seq`, msgArgs),
+        ],
+        // A resend after the group emptied must not leave an empty group row.
+        [
+          "groups",
+          guarded
+            ? stmt(
+                `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues}) AS v
   WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
-          grpArgs,
-        ),
+                grpArgs,
+              )
+            : stmt(`INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grpValues}`, grpArgs),
+        ],
+        [
+          "state",
+          guarded
+            ? stmt(
+                `SELECT token, first_seq, count${key.kind === "user" ? ", fingerprint" : ""} FROM ${table} WHERE ${where}`,
+                id,
+              )
+            : undefined,
+        ],
       ],
-      [
-        "state",
-        stmt(
-          `SELECT token, first_seq, count${key.kind === "user" ? ", fingerprint" : ""} FROM ${table} WHERE ${where}`,
-          id,
-        ),
-      ],
-    ],
-    (r) => {
-      const inserted = seqsOf(r.inserted).sort((a, b) => a - b);
-      if (inserted.length > 0) return inserted;
-      const state = rowsOf(r.state)[0];
-      if (!state) throw new QueueError("DATABASE", "publish: the idempotency record is missing");
-      const sameRequest =
-        key.kind === "slot"
-          ? state.token === key.token
-          : state.fingerprint === key.fingerprint && Number(state.count) === rows.length;
-      if (!sameRequest) {
-        if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
-        throw new QueueError(
-          "IDEMPOTENCY_CONFLICT",
-          "idempotencyKey: this key was already used for a different request",
-          {
-            field: "idempotencyKey",
-          },
-        );
-      }
-      return range(Number(state.first_seq), rows.length);
-    },
-  );
+      (r) => {
+        const inserted = seqsOf(r.inserted).sort((a, b) => a - b);
+        if (inserted.length > 0) return inserted;
+        const state = rowsOf(r.state)[0];
+        if (!state) throw new QueueError("DATABASE", "publish: the idempotency record is missing");
+        const sameRequest =
+          key.kind === "slot"
+            ? state.token === key.token
+            : state.fingerprint === key.fingerprint && Number(state.count) === rows.length;
+        if (!sameRequest) {
+          if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
+          throw new QueueError(
+            "IDEMPOTENCY_CONFLICT",
+            "idempotencyKey: this key was already used for a different request",
+            {
+              field: "idempotencyKey",
+            },
+          );
+        }
+        return range(Number(state.first_seq), rows.length);
+      },
+    );
+  return key.kind === "slot" ? { ...build(false), resend: build(true) } : build(true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,9 +298,7 @@ export interface ClaimResult<E> {
  * lease expiry), then moved to the dead letters by the two statements after.
  */
 function claimStatement(a: ClaimArgs, guard: string): InStatement {
-  return stmt(
-    `WITH pick AS (
-  SELECT head, lca, rid FROM (
+  const pick = `SELECT head, lca, rid FROM (
     SELECT * FROM (
       SELECT g.rowid AS rid, g.last_claimed_at AS lca,
              (SELECT CASE WHEN m.locked_by IS NULL OR m.lock_expiry < ${NOW} THEN m.seq END
@@ -307,26 +315,33 @@ function claimStatement(a: ClaimArgs, guard: string): InStatement {
          AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
        ORDER BY m.lock_expiry LIMIT :n))
    WHERE ${guard}
-   ORDER BY lca, rid LIMIT :n)
-UPDATE messages
+   ORDER BY lca, rid LIMIT :n`;
+  const set = (stamp: string) => `UPDATE messages
    SET locked_by   = CASE WHEN coalesce(tq_attempts, 0) < :max THEN :worker ELSE '__dead__' END,
        lock_expiry = CASE WHEN coalesce(tq_attempts, 0) < :max THEN ${NOW} + :vis ELSE :marker END,
        tq_lease = :token || '|' || :worker,
        tq_attempts = coalesce(tq_attempts, 0) + 1,
-       tq_claimed_at = p.stamp
+       tq_claimed_at = ${stamp}`;
+  const returning =
+    "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp";
+  // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
+  const text =
+    a.n === 1
+      ? `${set(NOW)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
+      : `WITH pick AS (${pick})
+${set("p.stamp")}
   FROM (SELECT head, ${NOW} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
  WHERE messages.seq = p.head
-RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp`,
-    {
-      n: a.n,
-      min: a.minPriority,
-      max: a.maxAttempts,
-      worker: a.worker,
-      vis: a.visibility,
-      marker: a.marker,
-      token: a.token,
-    },
-  );
+${returning}`;
+  return stmt(text, {
+    n: a.n,
+    min: a.minPriority,
+    max: a.maxAttempts,
+    worker: a.worker,
+    vis: a.visibility,
+    marker: a.marker,
+    token: a.token,
+  });
 }
 
 /** A resend must not lease more under one token: the leases of this token that are still live. */

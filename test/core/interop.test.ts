@@ -6,6 +6,7 @@ import { type Client, createClient } from "@libsql/client";
 import { describe, expect, it } from "vitest";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, tempFile } from "../support/db.js";
+import { waitFor } from "../support/wait.js";
 
 const SPEC_SCHEMA = [
   `CREATE TABLE IF NOT EXISTS messages (
@@ -129,6 +130,40 @@ describe("interop with the spec's Python transports", () => {
     await pyAck(py, (theirs as { seq: number }).seq, "h");
     await t.ack(ours);
     expect(await pyClaim(py, "py", 30)).toMatchObject({ groupId: "g", event: { n: 2 } });
+    await checkInvariants(t.client);
+    t.close();
+    py.close();
+  });
+
+  it("a group our lapsed lease held goes on after the Python side re-claims, nacks and acks it", async () => {
+    const file = `file:${tempFile()}`;
+    const t = await LibsqlTransport.create(file);
+    const py = createClient({ url: file });
+    for (let i = 1; i <= 3; i++) await t.publish("g", { n: i });
+    // Our lease lapses; the group is still out of our round-robin index, and the Python claim takes it.
+    const ours = (await t.claim("ts", 0.2)) as Lease;
+    await waitFor(async () => (await pyClaim(py, "py", 30)) ?? undefined, { what: "the lease to lapse" });
+    expect(await t.claim("ts", 30)).toBeNull(); // the Python lease holds the group for us too
+    // The Python nack (retry now) frees the group for our claim again.
+    await py.execute({
+      sql: "UPDATE messages SET locked_by = NULL, lock_expiry = NULL WHERE seq = ?",
+      args: [ours.seq],
+    });
+    await checkInvariants(t.client);
+    const again = (await t.claim("ts", 30)) as Lease;
+    expect(again.seq).toBe(ours.seq);
+    expect(again.attempts).toBe(2);
+    await t.ack(again);
+    // The Python side claims and acks the next one; we then get the last, in order.
+    const theirs = (await pyClaim(py, "py", 30)) as { seq: number; event: unknown };
+    expect(theirs.event).toEqual({ n: 2 });
+    expect(await t.claim("ts", 30)).toBeNull();
+    await pyAck(py, theirs.seq, "g");
+    await checkInvariants(t.client);
+    const last = (await t.claim("ts", 30)) as Lease;
+    expect(last.event).toEqual({ n: 3 });
+    await t.ack(last);
+    expect(await t.stats()).toMatchObject({ groups: 0, ready: 0, waiting: 0 });
     await checkInvariants(t.client);
     t.close();
     py.close();
