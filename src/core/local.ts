@@ -8,12 +8,14 @@
  * `@libsql/client` itself.
  */
 import type { Client, InStatement, ResultSet, Row, TransactionMode } from "@libsql/client";
+import { backoff } from "./committer.js";
+import { QueueError, toQueueError } from "./errors.js";
+import type { Plan } from "./sql.js";
 
 interface Statement {
   reader: boolean;
-  raw(toggle?: boolean): Statement;
   columns(): Array<{ name: string; type: string | null }>;
-  all(...params: unknown[]): unknown[];
+  all(...params: unknown[]): Array<Record<string, unknown>>;
   run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
 }
 interface Database {
@@ -32,7 +34,18 @@ export async function openLocal(path: string): Promise<Client> {
   return new LocalClient(new mod.default(path)) as unknown as Client;
 }
 
-class LocalClient {
+/** A statement of a write, and whether to run it given the results so far (absent: always). */
+export type WriteStep = { stmt: InStatement; when?: (earlier: ResultSet[]) => boolean };
+
+/** The local client behind a `Client`, for the transport's synchronous write path. */
+export function localOf(client: Client): LocalClient | undefined {
+  return client instanceof LocalClient ? client : undefined;
+}
+
+/** What a skipped step answers: nothing done. */
+const NOTHING: ResultSet = resultSet(() => [], [], 0, undefined);
+
+export class LocalClient {
   readonly protocol = "file";
   closed = false;
   readonly #db: Database;
@@ -49,13 +62,31 @@ class LocalClient {
   }
 
   async batch(stmts: InStatement[], mode: TransactionMode = "deferred"): Promise<ResultSet[]> {
-    this.#prepare(
+    return this.#transaction(
       mode === "write" ? "BEGIN IMMEDIATE" : mode === "read" ? "BEGIN TRANSACTION READONLY" : "BEGIN DEFERRED",
-    ).run();
+      stmts.map((stmt) => ({ stmt })),
+    );
+  }
+
+  /**
+   * A write transaction run to its end before this returns: in-process, with no request to lose,
+   * a step whose `when` says it would change nothing is not run at all.
+   */
+  writeSync(steps: WriteStep[]): ResultSet[] {
+    return this.#transaction("BEGIN IMMEDIATE", steps);
+  }
+
+  #transaction(begin: string, steps: WriteStep[]): ResultSet[] {
+    this.#prepare(begin).run();
     try {
-      const out = stmts.map((s, i) => {
+      const out: ResultSet[] = [];
+      steps.forEach((step, i) => {
+        if (step.when && !step.when(out)) {
+          out.push(NOTHING);
+          return;
+        }
         try {
-          return this.#run(s);
+          out.push(this.#run(step.stmt));
         } catch (e) {
           // As LibsqlBatchError does: say which statement failed.
           throw Object.assign(new Error(e instanceof Error ? e.message : String(e), { cause: e }), {
@@ -102,41 +133,117 @@ class LocalClient {
     const s = this.#prepare(sql);
     if (!s.reader) {
       const r = s.run(args);
-      return resultSet([], [], r.changes, BigInt(r.lastInsertRowid));
+      return resultSet(() => [], [], r.changes, BigInt(r.lastInsertRowid));
     }
-    const columns = s.columns().map((c) => c.name);
-    const rows = (s.raw(true).all(args) as unknown[][]).map((values) => toRow(values, columns));
-    return resultSet(columns, rows, 0, undefined);
+    // Rows by column name only (the transport reads nothing by position): the driver builds them.
+    const rows = s.all(args) as unknown as Row[];
+    return resultSet(() => s.columns().map((c) => c.name), rows, 0, undefined);
   }
 }
 
-/** Rows shaped as `@libsql/client` shapes them: by index and (enumerable) by column name. */
-function toRow(values: unknown[], columns: string[]): Row {
-  const row: Record<string | number, unknown> = {};
-  Object.defineProperty(row, "length", { value: values.length });
-  values.forEach((v, i) => {
-    const value = typeof v === "bigint" ? Number(v) : v;
-    Object.defineProperty(row, i, { value });
-    const name = columns[i] as string;
-    if (!Object.hasOwn(row, name)) {
-      Object.defineProperty(row, name, { value, enumerable: true, configurable: true, writable: true });
-    }
-  });
-  return row as unknown as Row;
-}
-
+/** A ResultSet whose column names are only asked of the driver when someone reads them. */
 function resultSet(
-  columns: string[],
+  columns: () => string[],
   rows: Row[],
   rowsAffected: number,
   lastInsertRowid: bigint | undefined,
 ): ResultSet {
   return {
-    columns,
-    columnTypes: columns.map(() => ""),
+    get columns() {
+      return columns();
+    },
+    get columnTypes() {
+      return columns().map(() => "");
+    },
     rows,
     rowsAffected,
     lastInsertRowid,
-    toJSON: () => ({ columns, rows, rowsAffected, lastInsertRowid: lastInsertRowid?.toString() }),
+    toJSON: () => ({ columns: columns(), rows, rowsAffected, lastInsertRowid: lastInsertRowid?.toString() }),
   };
+}
+
+interface LocalPending {
+  plan: Plan<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * The write path for a local file. In-process there is no request to lose and nothing to wait on
+ * but the file's lock, so no timers and no resends: the writes submitted in one tick (concurrent
+ * callers, an ack and the next claim of a consumer loop) run in one transaction, each statement
+ * only when its plan says it is needed. Another process holding the lock (BUSY) is waited out with
+ * backoff until the call's deadline.
+ */
+export class LocalWrites {
+  readonly #client: LocalClient;
+  readonly #timeoutMs: number;
+  #queue: LocalPending[] = [];
+
+  constructor(client: LocalClient, timeoutMs: number) {
+    this.#client = client;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  submit<T>(plan: Plan<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ plan, resolve: resolve as (v: unknown) => void, reject });
+      if (this.#queue.length === 1) queueMicrotask(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    let writes = this.#queue;
+    this.#queue = [];
+    let deadline = 0;
+    for (let attempt = 1; writes.length > 0; attempt++) {
+      if (this.#client.closed) {
+        for (const w of writes) w.reject(new QueueError("CLOSED", "the transport is closed"));
+        return;
+      }
+      const steps: WriteStep[] = [];
+      const starts: number[] = [];
+      for (const w of writes) {
+        const start = steps.length;
+        starts.push(start);
+        // Each plan's conditions see only its own statements' results.
+        w.plan.stmts.forEach((stmt, i) => {
+          const when = w.plan.when?.[i];
+          steps.push({ stmt, when: when && ((earlier) => when(earlier.slice(start))) });
+        });
+      }
+      let results: ResultSet[];
+      try {
+        results = this.#client.writeSync(steps);
+      } catch (e) {
+        const err = toQueueError(e);
+        if (err.code === "BUSY") {
+          deadline ||= Date.now() + this.#timeoutMs;
+          if (Date.now() + 10 < deadline) {
+            await new Promise((r) => setTimeout(r, backoff(attempt)));
+            continue;
+          }
+        }
+        // The transaction rolled back: only the write whose statement failed gets the error.
+        const index = (e as { statementIndex?: unknown }).statementIndex;
+        const at = typeof index === "number" && err.code !== "BUSY" ? starts.findLastIndex((s) => s <= index) : -1;
+        if (at < 0) {
+          for (const w of writes) w.reject(err);
+          return;
+        }
+        (writes[at] as LocalPending).reject(err);
+        writes = writes.filter((_, i) => i !== at);
+        continue;
+      }
+      writes.forEach((w, i) => {
+        const start = starts[i] as number;
+        try {
+          w.resolve(w.plan.read(results.slice(start, start + w.plan.stmts.length), false));
+        } catch (e) {
+          w.reject(e);
+        }
+      });
+      return;
+    }
+  }
 }

@@ -13,6 +13,11 @@ import type { DeadLetter, Lease, NackResult, QueueStats } from "./types.js";
 /** An operation's statements, to run as one atomic batch, and how to read their results. */
 export interface Plan<T> {
   stmts: InStatement[];
+  /**
+   * For a write run in-process (a local file), whether each statement needs to run given the
+   * results before it; a batch sent over the network runs them all (they then change nothing).
+   */
+  when?: Array<((earlier: ResultSet[]) => boolean) | undefined>;
   /** Turns the results of `stmts` into the answer; may throw a QueueError. */
   read(results: ResultSet[], retried: boolean): T;
   /** What to send instead when the first request's answer never came (it may have applied). */
@@ -21,14 +26,32 @@ export interface Plan<T> {
 
 type Results<N extends string> = Record<N, ResultSet>;
 
-/** Builds a plan from named statements; `read` gets each statement's result under its name. */
+type Part<N extends string> = readonly [N, InStatement | undefined, ((r: Partial<Results<N>>) => boolean)?];
+
+/**
+ * Builds a plan from named statements; `read` gets each statement's result under its name. A
+ * part's third element says when it is worth running at all (see `Plan.when`).
+ */
 function plan<N extends string, T>(
-  parts: ReadonlyArray<readonly [N, InStatement | undefined]>,
+  parts: ReadonlyArray<Part<N>>,
   read: (r: Results<N>, retried: boolean) => T,
 ): Plan<T> {
-  const named = parts.filter((p): p is readonly [N, InStatement] => p[1] !== undefined);
+  const named = parts.filter(
+    (p): p is readonly [N, InStatement, ((r: Partial<Results<N>>) => boolean)?] => p[1] !== undefined,
+  );
+  const byName = (results: ResultSet[]) => {
+    const r = {} as Partial<Results<N>>;
+    results.forEach((rs, i) => {
+      r[(named[i] as Part<N>)[0]] = rs;
+    });
+    return r;
+  };
   return {
     stmts: named.map((p) => p[1]),
+    when: named.map((p) => {
+      const cond = p[2];
+      return cond && ((earlier: ResultSet[]) => cond(byName(earlier)));
+    }),
     read: (results, retried) => {
       const r = {} as Results<N>;
       named.forEach(([name], i) => {
@@ -297,7 +320,7 @@ export interface ClaimResult<E> {
  * A head past its attempts is not leased but marked with the claim's negative marker (never a
  * lease expiry), then moved to the dead letters by the two statements after.
  */
-function claimStatement(a: ClaimArgs, guard: string): InStatement {
+function claimText(single: boolean, guard: string): string {
   const pick = `SELECT head, lca, rid FROM (
     SELECT * FROM (
       SELECT g.rowid AS rid, g.last_claimed_at AS lca,
@@ -325,14 +348,25 @@ function claimStatement(a: ClaimArgs, guard: string): InStatement {
   const returning =
     "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp";
   // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
-  const text =
-    a.n === 1
-      ? `${set(NOW)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
-      : `WITH pick AS (${pick})
+  return single
+    ? `${set(NOW)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
+    : `WITH pick AS (${pick})
 ${set("p.stamp")}
   FROM (SELECT head, ${NOW} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
  WHERE messages.seq = p.head
 ${returning}`;
+}
+
+/** The claim's text for one lease or several, first request or resend: built once each. */
+const claimTexts = new Map<string, string>();
+
+function claimStatement(a: ClaimArgs, guard: string): InStatement {
+  const cacheKey = `${a.n === 1}${guard}`;
+  let text = claimTexts.get(cacheKey);
+  if (text === undefined) {
+    text = claimText(a.n === 1, guard);
+    claimTexts.set(cacheKey, text);
+  }
   return stmt(text, {
     n: a.n,
     min: a.minPriority,
@@ -346,6 +380,8 @@ ${returning}`;
 
 /** A resend must not lease more under one token: the leases of this token that are still live. */
 const OWN_LEASES = `messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW} AND tq_lease = :token || '|' || locked_by`;
+
+const poisoned = (r: { leased?: ResultSet }) => rowsOf(r.leased).some((row) => row.locked_by === "__dead__");
 
 export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
   const build = (resend: boolean) =>
@@ -373,12 +409,14 @@ ON CONFLICT (seq) DO NOTHING`,
                 { marker: a.marker },
               )
             : undefined,
+          poisoned,
         ],
         [
           "removed",
           a.maxAttempts < UNLIMITED
             ? stmt("DELETE FROM messages WHERE locked_by IS NOT NULL AND lock_expiry = :marker", { marker: a.marker })
             : undefined,
+          poisoned,
         ],
       ],
       (r) => {
@@ -418,7 +456,7 @@ export function ackPlan(l: LeaseRef): Plan<void> {
   return plan(
     [
       ["acked", stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE} RETURNING seq`, args)],
-      ["state", stmt(`SELECT ${PRESENT}`, { seq: l.seq })],
+      ["state", stmt(`SELECT ${PRESENT}`, { seq: l.seq }), (r) => rowsOf(r.acked).length === 0],
     ],
     (r, retried) => {
       if (rowsOf(r.acked).length > 0) return;

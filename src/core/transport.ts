@@ -6,6 +6,7 @@
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
 import { backoff, Committer, type WriteSpec, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
+import { LocalWrites, localOf } from "./local.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
 import type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
@@ -76,9 +77,13 @@ export class LibsqlTransport {
   readonly #committer: Committer;
   readonly #opts: Resolved;
   readonly #ownsClient: boolean;
+  /** Set for a local file: writes run in-process (local.ts), without the committer. */
+  readonly #localWrites: LocalWrites | undefined;
 
   private constructor(client: Client, opts: Resolved, ownsClient: boolean) {
     this.client = client;
+    const local = localOf(client);
+    this.#localWrites = local && new LocalWrites(local, opts.timeoutMs);
     this.#opts = opts;
     this.#ownsClient = ownsClient;
     this.#committer = new Committer(client, opts);
@@ -318,6 +323,7 @@ export class LibsqlTransport {
   }
 
   #write<T>(plan: sql.Plan<T>, idempotent: boolean): Promise<T> {
+    if (this.#localWrites) return this.#localWrites.submit(plan);
     const spec: WriteSpec<T> = { ...plan, idempotent };
     return this.#committer.submit(spec);
   }
@@ -468,10 +474,21 @@ function checkSeq(field: string, v: unknown): number {
   return v;
 }
 
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+/** Random bytes drawn 4 KiB at a time: a token per claim or publish should not cost a syscall. */
+let pool = new Uint8Array(0);
+let poolAt = 0;
+
+/** 128 random bits as 32 hex digits. */
 function randomToken(): string {
-  const b = new Uint8Array(16);
-  crypto.getRandomValues(b);
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  if (poolAt + 16 > pool.length) {
+    pool = crypto.getRandomValues(new Uint8Array(4096));
+    poolAt = 0;
+  }
+  let out = "";
+  for (let i = poolAt; i < poolAt + 16; i++) out += HEX[pool[i] as number];
+  poolAt += 16;
+  return out;
 }
 
 async function fingerprint(rows: sql.PublishRow[]): Promise<string> {
