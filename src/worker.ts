@@ -18,10 +18,12 @@ import { createApp, createEdgeApp } from "./app/app.js";
 import type { Bindings } from "./app/env.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 
-export interface WorkerBindings extends Bindings {
-  /** The QueueWriter namespace (wrangler.toml [[durable_objects.bindings]]). */
-  QUEUE_WRITER?: DurableObjectNamespace<QueueWriter>;
-}
+/**
+ * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
+ * namespace as `npm run types` (wrangler types) declares it in `Env`. All may be missing: the Worker
+ * checks them at run time and says what to set (503 NOT_CONFIGURED), or serves without the writer.
+ */
+export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
 /** The database's single writer: the whole API over one shared transport. */
 export class QueueWriter extends DurableObject<WorkerBindings> {
@@ -35,14 +37,15 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
 const alone = createApp(perRequestTransports());
 
 const edge = createEdgeApp((request, config, env) => {
-  const ns = (env as WorkerBindings).QUEUE_WRITER as DurableObjectNamespace<QueueWriter>;
+  const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
   // One writer per database: the name is the database URL.
   return ns.get(ns.idFromName(config.databaseUrl)).fetch(request);
 });
 
 export default {
-  fetch(request: Request, env: WorkerBindings, ctx: unknown): Response | Promise<Response> {
+  fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
+    // Without the binding (the wrangler.toml block removed) every request is served here.
     const app = env.QUEUE_WRITER === undefined ? alone : edge;
-    return app.fetch(request, env, ctx as never);
+    return app.fetch(request, env, ctx);
   },
-};
+} satisfies ExportedHandler<WorkerBindings>;
