@@ -11,7 +11,8 @@ import type { RouteSpec } from "./route.js";
 type Json = Record<string, unknown>;
 
 /** Request parts are converted as they arrive (before a transform turns "12" into 12). */
-const REQUEST: ConversionConfig = { target: "draft-2020-12", typeMode: "input", ignoreActions: ["check"] };
+// `check`s (well-formed Unicode, safe integers) have no JSON Schema form; JSON numbers are finite anyway.
+const REQUEST: ConversionConfig = { target: "draft-2020-12", typeMode: "input", ignoreActions: ["check", "finite"] };
 const ANSWER: ConversionConfig = { target: "draft-2020-12" };
 
 function schemaOf(schema: v.GenericSchema, config: ConversionConfig): JsonSchema {
