@@ -15,7 +15,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp, createEdgeApp } from "./app/app.js";
-import type { Bindings } from "./app/env.js";
+import type { Bindings, Config } from "./app/env.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 
 /**
@@ -34,18 +34,23 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
   }
 }
 
-const alone = createApp(perRequestTransports());
+// Built on first use, not at startup: an isolate needs only one of them.
+let alone: ReturnType<typeof createApp> | undefined;
+let edge: ReturnType<typeof createEdgeApp> | undefined;
 
-const edge = createEdgeApp((request, config, env) => {
+const forwardToWriter = (request: Request, config: Config, env: Bindings) => {
   const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
   // One writer per database: the name is the database URL.
   return ns.get(ns.idFromName(config.databaseUrl)).fetch(request);
-});
+};
 
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
     // Without the binding (the wrangler.toml block removed) every request is served here.
-    const app = env.QUEUE_WRITER === undefined ? alone : edge;
+    const app =
+      env.QUEUE_WRITER === undefined
+        ? (alone ??= createApp(perRequestTransports()))
+        : (edge ??= createEdgeApp(forwardToWriter));
     return app.fetch(request, env, ctx);
   },
 } satisfies ExportedHandler<WorkerBindings>;

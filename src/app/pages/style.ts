@@ -44,6 +44,7 @@ input[type=password] { font: inherit; padding: .35rem .5rem; border: 1px solid v
 .counter .label { color: var(--muted); font-size: .85rem; }
 .counter[data-counter=dead_letters] .value:not([data-zero]) { color: var(--bad); }
 .error { color: var(--bad); } .notice { color: var(--ok); } .empty { color: var(--muted); }
+td:last-child button { margin: .1rem 0; } #dead-letters td:last-child { white-space: nowrap; }
 .event { max-width: 28rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .state-in_flight { color: var(--accent); } .state-parked { color: var(--warn); }
 form.login { max-width: 36rem; margin: 3rem auto; padding: 1.5rem; border: 1px solid var(--line); border-radius: 8px; }

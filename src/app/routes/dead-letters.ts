@@ -28,7 +28,7 @@ export const listDeadLetters = defineRoute({
             event: { order: 1001, action: "charge" },
             priority: 0,
             attempts: 5,
-            reason: "nacked after 5 attempts (worker-1)",
+            reason: "max_attempts",
             dead_at: 1796230600.5,
           },
         ],
