@@ -47,10 +47,11 @@ const forwardToWriter = (request: Request, config: Config, env: Bindings) => {
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
     // Without the binding (the wrangler.toml block removed) every request is served here.
-    const app =
-      env.QUEUE_WRITER === undefined
-        ? (alone ??= createApp(perRequestTransports()))
-        : (edge ??= createEdgeApp(forwardToWriter));
-    return app.fetch(request, env, ctx);
+    if (env.QUEUE_WRITER === undefined) {
+      alone ??= createApp(perRequestTransports());
+      return alone.fetch(request, env, ctx);
+    }
+    edge ??= createEdgeApp(forwardToWriter);
+    return edge.fetch(request, env, ctx);
   },
 } satisfies ExportedHandler<WorkerBindings>;

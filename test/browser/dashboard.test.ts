@@ -183,7 +183,7 @@ describe("the dashboard", () => {
       .waitFor();
     await counterShows("dead_letters", 0);
     expect((await api<T.DeadLetterPage>("/v1/dead-letters")).body.dead_letters).toEqual([]);
-    expect((await api("/v1/dead-letters/" + other, "DELETE")).status).toBe(404);
+    expect((await api(`/v1/dead-letters/${other}`, "DELETE")).status).toBe(404);
     await page.screenshot({ path: join(tmpdir(), "turso-queue-dashboard.png") });
   });
 
