@@ -1,6 +1,6 @@
 /**
  * The HTTP API's requests and answers as plain TypeScript types, inferred from the schemas in
- * ./schemas.ts. Type-only: `import type { Lease } from "turso-queue/contract"` (or this file) pulls
+ * ./schemas.ts. Type-only: `import type { Lease } from "turso-queue/contract"` (this file) pulls
  * neither Hono nor valibot into a client's runtime.
  *
  * Requests are the schemas' input types (what a client sends); answers are their output types (what
