@@ -47,6 +47,7 @@ const CODE_OF_STATUS: Partial<Record<number, ErrorCode>> = {
   405: "METHOD_NOT_ALLOWED",
   413: "PAYLOAD_TOO_LARGE",
   415: "UNSUPPORTED_MEDIA_TYPE",
+  429: "BUSY",
 };
 
 /** Config errors are parsed once per bindings object: log each once, not per request. */

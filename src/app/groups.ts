@@ -16,14 +16,15 @@ export const BUSIEST_GROUPS = `SELECT d.group_id, d.messages, coalesce(g.priorit
   EXISTS (SELECT 1 FROM messages m WHERE m.group_id = d.group_id AND m.locked_by = '__parked__'
             AND m.lock_expiry >= unixepoch('subsec')) AS parked
 FROM (SELECT group_id, count(*) AS messages FROM messages INDEXED BY tq_messages_group_seq
-       GROUP BY group_id ORDER BY messages DESC, group_id LIMIT :limit) AS d
+       GROUP BY group_id ORDER BY messages DESC, group_id LIMIT ?) AS d
 LEFT JOIN groups g ON g.group_id = d.group_id
 ORDER BY d.messages DESC, d.group_id`;
 
 export async function busiestGroups(queue: LibsqlTransport, limit: number): Promise<Group[]> {
   let rows: Record<string, unknown>[];
   try {
-    rows = (await queue.client.execute({ sql: BUSIEST_GROUPS, args: { limit } })).rows;
+    // A positional argument: the library's local-file client takes no named ones.
+    rows = (await queue.client.execute({ sql: BUSIEST_GROUPS, args: [limit] })).rows;
   } catch (e) {
     throw toQueueError(e);
   }

@@ -296,6 +296,7 @@ describe("auth", () => {
     ["POST", "/v1/leases/1.0123456789abcdef0123456789abcdef/nack"],
     ["POST", "/v1/leases/1.0123456789abcdef0123456789abcdef/extend"],
     ["GET", "/v1/stats"],
+    ["GET", "/v1/groups"],
     ["GET", "/v1/dead-letters"],
     ["POST", "/v1/dead-letters/1/redrive"],
     ["DELETE", "/v1/dead-letters/1"],

@@ -10,7 +10,7 @@ import type { AppEnv } from "../app.js";
 import { openApiDocument } from "../openapi.js";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "../pages/dashboard.js";
 import { docsPage } from "../pages/docs.js";
-import { esc, PAGE_HEADERS, page } from "../pages/html.js";
+import { PAGE_HEADERS, page } from "../pages/html.js";
 import { STYLE_CSS } from "../pages/style.js";
 import { defineRoute, handle, type RouteSpec } from "../route.js";
 import { API_ROUTES } from "./index.js";
@@ -82,7 +82,7 @@ const HOME = page(
   `<header><h1>turso-queue</h1></header><div class="dash"><p>A durable message queue with per-group exclusivity, on Turso/libSQL.</p>
 <ul><li><a href="/docs">API docs</a></li><li><a href="/dashboard">Dashboard</a></li>
 <li><a href="/openapi.json">openapi.json</a></li><li><a href="/healthz">healthz</a></li></ul>
-<p>The API lives under <code>${esc("/v1")}</code> and needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p></div>`,
+<p>The API lives under <code>/v1</code> and needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p></div>`,
 );
 
 export const pages = new Hono<AppEnv>();
