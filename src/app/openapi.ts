@@ -35,7 +35,6 @@ const AUTH_ERRORS: ErrorCode[] = [
 const BODY_ERRORS: ErrorCode[] = ["INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"];
 
 const EXAMPLE_MESSAGES: Partial<Record<ErrorCode, string>> = {
-  INVALID_ARGUMENT: "messages[3].priority: must be an integer from 0 to 4, got 9",
   UNAUTHORIZED: "Authorization: invalid bearer token",
   NOT_FOUND: "seq: no dead letter 7",
   LEASE_NOT_FOUND: "lease_id: message 1 no longer exists (acked or dead-lettered)",
@@ -55,6 +54,16 @@ function errorCodes(route: RouteSpec): ErrorCode[] {
   if (r.body) for (const c of BODY_ERRORS) codes.add(c);
   if (route.auth) for (const c of AUTH_ERRORS) codes.add(c);
   return [...codes];
+}
+
+/** A 400 this route can answer: its first body field missing, or its first parameter malformed. */
+function invalidExample(route: RouteSpec): string {
+  const r = route.request ?? {};
+  const fields = Object.keys((r.body?.schema as { entries?: object } | undefined)?.entries ?? {});
+  if (r.body && fields.length > 0) return `${fields[0]}: is required`;
+  if (r.body) return '"x": unknown field (none is accepted)';
+  const names = [r.params, r.query, r.headers].flatMap((p) => (p ? Object.keys(p.entries) : []));
+  return `${names[0] ?? "body"}: is not valid percent-encoding`;
 }
 
 function errorResponses(route: RouteSpec): Record<string, Json> {
@@ -86,7 +95,13 @@ function errorResponses(route: RouteSpec): Record<string, Json> {
             // The codes this status carries on this route.
             properties: { error: { properties: { code: { enum: codes } } } },
           },
-          example: { error: { code: first, message: EXAMPLE_MESSAGES[first] ?? ERRORS[first][1] } },
+          example: {
+            error: {
+              code: first,
+              message:
+                first === "INVALID_ARGUMENT" ? invalidExample(route) : (EXAMPLE_MESSAGES[first] ?? ERRORS[first][1]),
+            },
+          },
         },
       },
     };

@@ -87,7 +87,7 @@ function operationHtml(method: string, path: string, op: Json): string {
     const headers = Object.entries((res.headers as Record<string, Json>) ?? {})
       .map(([h, d]) => `<li>header <code>${esc(h)}</code>: ${md(d.description)}</li>`)
       .join("");
-    return `<div class="response ${isError ? "error" : "ok"}"><h5>${esc(status)}</h5>${md(res.description)}${headers ? `<ul>${headers}</ul>` : ""}${isError ? "" : table(["field", "type", "", "meaning"], fieldRows(m?.schema as Schema))}${example(m?.example)}</div>`;
+    return `<div class="response ${isError ? "failure" : "ok"}"><h5>${esc(status)}</h5>${md(res.description)}${headers ? `<ul>${headers}</ul>` : ""}${isError ? "" : table(["field", "type", "", "meaning"], fieldRows(m?.schema as Schema))}${example(m?.example)}</div>`;
   });
   const auth =
     (op.security as unknown[]).length > 0

@@ -35,7 +35,7 @@ input[type=password] { font: inherit; padding: .35rem .5rem; border: 1px solid v
 .op { border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.25rem; margin: 1rem 0; }
 .op .summary { margin: 0 0 .5rem; font-weight: 600; } .auth { color: var(--muted); font-size: .85rem; }
 .response { border-left: 3px solid var(--ok); padding: .1rem .8rem; margin: .5rem 0; }
-.response.error { border-color: var(--warn); } .response p { margin: .2rem 0; }
+.response.failure { border-color: var(--warn); } .response p { margin: .2rem 0; }
 .dash { padding: 1rem 1.5rem 3rem; max-width: 72rem; }
 .toolbar { display: flex; align-items: center; gap: 1rem; flex-wrap: wrap; color: var(--muted); }
 .counters { display: grid; grid-template-columns: repeat(auto-fill, minmax(9rem, 1fr)); gap: .75rem; margin-top: 1rem; }
