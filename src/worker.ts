@@ -15,13 +15,15 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp, createEdgeApp } from "./app/app.js";
-import type { Bindings } from "./app/env.js";
+import type { Bindings, Config } from "./app/env.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 
-export interface WorkerBindings extends Bindings {
-  /** The QueueWriter namespace (wrangler.toml [[durable_objects.bindings]]). */
-  QUEUE_WRITER?: DurableObjectNamespace<QueueWriter>;
-}
+/**
+ * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
+ * namespace as `npm run types` (wrangler types) declares it in `Env`. All may be missing: the Worker
+ * checks them at run time and says what to set (503 NOT_CONFIGURED), or serves without the writer.
+ */
+export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
 /** The database's single writer: the whole API over one shared transport. */
 export class QueueWriter extends DurableObject<WorkerBindings> {
@@ -32,17 +34,24 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
   }
 }
 
-const alone = createApp(perRequestTransports());
+// Built on first use, not at startup: an isolate needs only one of them.
+let alone: ReturnType<typeof createApp> | undefined;
+let edge: ReturnType<typeof createEdgeApp> | undefined;
 
-const edge = createEdgeApp((request, config, env) => {
-  const ns = (env as WorkerBindings).QUEUE_WRITER as DurableObjectNamespace<QueueWriter>;
+const forwardToWriter = (request: Request, config: Config, env: Bindings) => {
+  const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
   // One writer per database: the name is the database URL.
   return ns.get(ns.idFromName(config.databaseUrl)).fetch(request);
-});
+};
 
 export default {
-  fetch(request: Request, env: WorkerBindings, ctx: unknown): Response | Promise<Response> {
-    const app = env.QUEUE_WRITER === undefined ? alone : edge;
-    return app.fetch(request, env, ctx as never);
+  fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
+    // Without the binding (the wrangler.toml block removed) every request is served here.
+    if (env.QUEUE_WRITER === undefined) {
+      alone ??= createApp(perRequestTransports());
+      return alone.fetch(request, env, ctx);
+    }
+    edge ??= createEdgeApp(forwardToWriter);
+    return edge.fetch(request, env, ctx);
   },
-};
+} satisfies ExportedHandler<WorkerBindings>;

@@ -1,9 +1,11 @@
 /**
  * The queue's HTTP API as a Hono app, built from a transport factory so that the Worker entry (or a
- * test, or your own Worker) decides how the database is reached. Handlers stay thin: validate the
- * input (naming the field), call the library, shape the answer.
+ * test, or your own Worker) decides how the database is reached. Routes are declared with their
+ * schemas (src/app/route.ts, src/contract/schemas.ts); handlers stay thin: take the validated input,
+ * call the library, shape the answer (src/app/answers.ts).
  */
 import { Hono } from "hono";
+import { methodNotAllowed } from "hono/method-not-allowed";
 import type { LibsqlTransport } from "../core/transport.js";
 import { requireBearer } from "./auth.js";
 import { readBodyBytes } from "./body.js";
@@ -14,7 +16,11 @@ import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
-import { stats } from "./routes/stats.js";
+import { pages } from "./routes/pages.js";
+import { inspect } from "./routes/stats.js";
+
+export { API_ROUTES } from "./routes/index.js";
+export { PAGE_ROUTES } from "./routes/pages.js";
 
 /** Returns the transport for a configuration; expected to build it once and cache it. */
 export type TransportFactory = (config: Config) => Promise<LibsqlTransport>;
@@ -39,10 +45,25 @@ export interface AppOptions {
   dbWaitMs?: number;
 }
 
-/** What both apps answer the same way: `/healthz` (no auth, no database), unknown routes, errors. */
+/**
+ * What both apps answer the same way: the pages (no auth, no database), 405 for a known path asked
+ * with another method, 404 for the rest, and one error handler.
+ */
 function baseApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.use(
+    methodNotAllowed({
+      app,
+      onMethodNotAllowed: (c, allowed) =>
+        handleError(
+          new HttpError(405, "METHOD_NOT_ALLOWED", `${c.req.method} is not allowed here (use ${allowed.join(", ")})`, {
+            Allow: allowed.join(", "),
+          }),
+          c,
+        ),
+    }),
+  );
+  app.route("/", pages);
   app.notFound((c) => c.json(errorBody("NOT_FOUND", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), 404));
   app.onError(handleError);
   return app;
@@ -70,11 +91,11 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
     }
   });
 
-  app.route("/v1", messages);
-  app.route("/v1", claims);
-  app.route("/v1", leases);
-  app.route("/v1", stats);
-  app.route("/v1", deadLetters);
+  app.route("/", messages);
+  app.route("/", claims);
+  app.route("/", leases);
+  app.route("/", inspect);
+  app.route("/", deadLetters);
   return app;
 }
 
@@ -82,7 +103,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
 export type Forward = (request: Request, config: Config, env: Bindings) => Promise<Response>;
 
 /**
- * The API's front door when another worker serves it: `/healthz` and the bearer check are answered
+ * The API's front door when another worker serves it: the pages and the bearer check are answered
  * here, so that a refused request never reaches the database's single writer; every authorized
  * `/v1` request goes on with its body (read here, within the size limit). A forward that fails is
  * a 503 whose outcome is unknown: the request may have been applied before the answer was lost.

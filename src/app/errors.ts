@@ -1,21 +1,22 @@
 /**
- * The one error shape of the API, `{ "error": { "code", "message" } }`, and the one mapping from
- * library errors (QueueError codes) to HTTP statuses.
+ * The one error shape of the API, `{ "error": { "code", "message" } }`, and the one mapping of every
+ * failure into it: our own HttpErrors, any other Hono HTTPException, configuration errors and the
+ * library's QueueErrors (statuses from the contract's ERRORS table).
  */
 import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { QueueError, type QueueErrorCode } from "../core/errors.js";
+import { ERRORS, type ErrorCode } from "../contract/schemas.js";
+import { QueueError } from "../core/errors.js";
 import { ConfigError } from "./env.js";
 
-/** An error the app raises itself, with its status and stable code. */
-export class HttpError extends Error {
-  readonly status: ContentfulStatusCode;
-  readonly code: string;
+/** An error the app raises itself: a Hono HTTPException with a stable code and extra headers. */
+export class HttpError extends HTTPException {
+  readonly code: ErrorCode;
   readonly headers: Record<string, string>;
-  constructor(status: ContentfulStatusCode, code: string, message: string, headers: Record<string, string> = {}) {
-    super(message);
+  constructor(status: ContentfulStatusCode, code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+    super(status, { message });
     this.name = "HttpError";
-    this.status = status;
     this.code = code;
     this.headers = headers;
   }
@@ -27,39 +28,27 @@ export const badRequest = (field: string, problem: string) =>
 
 export const notFound = (message: string) => new HttpError(404, "NOT_FOUND", message);
 
-const STATUS: Record<QueueErrorCode, ContentfulStatusCode> = {
-  INVALID_ARGUMENT: 400,
-  LEASE_NOT_FOUND: 404,
-  LEASE_LOST: 409,
-  IDEMPOTENCY_CONFLICT: 409,
-  BUSY: 503,
-  UNAVAILABLE: 503,
-  TIMEOUT: 503,
-  CLOSED: 503,
-  // The database refused *our* credentials (TURSO_AUTH_TOKEN): a bad gateway, not the caller's fault.
-  UNAUTHORIZED: 502,
-  DATABASE: 500,
-};
+/**
+ * The library's field names that can still reach an answer once the schemas ran: a lease's fate
+ * (LEASE_LOST, LEASE_NOT_FOUND) names `lease`, an IDEMPOTENCY_CONFLICT names `idempotencyKey`.
+ * Events keep their name (`event`, `messages[3].event`).
+ */
+const FIELD_NAMES: Record<string, string> = { lease: "lease_id", idempotencyKey: "Idempotency-Key" };
 
-/** Library field names (camelCase) as the HTTP API spells them. */
-const FIELD_NAMES: Record<string, string> = {
-  lease: "lease_id",
-  n: "max",
-  idempotencyKey: "Idempotency-Key",
-  workerId: "worker_id",
-  minPriority: "min_priority",
-  groupId: "group_id",
-  afterSeq: "after_seq",
-};
-
-/** Translates the library's names (`messages[3].groupId`) to the API's (`messages[3].group_id`). */
-export function httpField(field: string): string {
-  return field.replace(/[A-Za-z]+/g, (w) => FIELD_NAMES[w] ?? w);
-}
-
-export function errorBody(code: string, message: string) {
+export function errorBody(code: ErrorCode, message: string) {
   return { error: { code, message } };
 }
+
+/** Codes for an HTTPException thrown by Hono or one of its middlewares. */
+const CODE_OF_STATUS: Partial<Record<number, ErrorCode>> = {
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHORIZED",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
+  429: "BUSY",
+};
 
 /** Config errors are parsed once per bindings object: log each once, not per request. */
 const logged = new WeakSet<ConfigError>();
@@ -67,7 +56,18 @@ const logged = new WeakSet<ConfigError>();
 /** The app's `onError`: every failure becomes the JSON error shape; only real faults are 5xx. */
 export function handleError(err: unknown, c: Context): Response {
   if (err instanceof HttpError) {
-    return c.json(errorBody(err.code, err.message), err.status, err.headers);
+    return c.json(errorBody(err.code, err.message), err.status as ContentfulStatusCode, err.headers);
+  }
+  if (err instanceof HTTPException) {
+    // Raised by Hono itself or a middleware: keep its status and headers, give it our shape.
+    const status = (err.status >= 400 ? err.status : 500) as ContentfulStatusCode;
+    const code = CODE_OF_STATUS[status] ?? (status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");
+    const headers: Record<string, string> = {};
+    err.res?.headers.forEach((value, key) => {
+      if (key !== "content-type" && key !== "content-length") headers[key] = value;
+    });
+    if (status >= 500) console.error("HTTP exception", err);
+    return c.json(errorBody(code, err.message || `HTTP ${status}`), status, headers);
   }
   if (err instanceof ConfigError) {
     if (!logged.has(err)) {
@@ -77,10 +77,14 @@ export function handleError(err: unknown, c: Context): Response {
     return c.json(errorBody("NOT_CONFIGURED", err.message), 503);
   }
   if (err instanceof QueueError) {
-    const status = STATUS[err.code] ?? 500;
+    // A code the contract does not list yet (a newer library) is a 500 DATABASE, never a crash.
+    const named = err.code === "UNAUTHORIZED" ? "DATABASE_UNAUTHORIZED" : err.code;
+    const code: ErrorCode = Object.hasOwn(ERRORS, named) ? (named as ErrorCode) : "DATABASE";
+    const status = ERRORS[code][0] as ContentfulStatusCode;
     let message = err.message;
-    if (err.field !== undefined && message.startsWith(`${err.field}:`)) {
-      message = `${httpField(err.field)}${message.slice(err.field.length)}`;
+    const field = err.field;
+    if (field !== undefined && message.startsWith(`${field}:`)) {
+      message = `${field.replace(/^[A-Za-z]+/, (w) => FIELD_NAMES[w] ?? w)}${message.slice(field.length)}`;
     }
     if (status >= 500) console.error(`queue error ${err.code}: ${err.message}`);
     if (err.code === "DATABASE") message = "the database reported an error";
@@ -88,7 +92,6 @@ export function handleError(err: unknown, c: Context): Response {
       message = `${message} (a write may have been applied; a publish is safe to retry with the same Idempotency-Key)`;
     }
     const headers: Record<string, string> = status === 503 ? { "Retry-After": "1" } : {};
-    const code = err.code === "UNAUTHORIZED" ? "DATABASE_UNAUTHORIZED" : err.code;
     return c.json(errorBody(code, message), status, headers);
   }
   console.error("unexpected error", err);

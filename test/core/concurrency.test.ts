@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
-import { type Lease, LibsqlTransport } from "../../src/index.js";
+import { LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { checkDeliveryLog, claimUntilEmpty, type Held } from "../support/exclusivity.js";
 

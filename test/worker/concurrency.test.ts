@@ -18,7 +18,9 @@ it("8 claims in parallel never yield two leases in one group", async () => {
     expect(new Set(leases.map((l) => l.group_id)).size).toBe(4);
     expect(await groupsWithTwoLiveLeases()).toEqual([]);
     // FIFO per group: round r delivers the r-th message of each group.
-    expect(leases.map((l) => l.event.i).sort((a, b) => a - b)).toEqual([0, 1, 2, 3].map((g) => round * 4 + g));
+    expect(leases.map((l) => (l.event as { i: number }).i).sort((a, b) => a - b)).toEqual(
+      [0, 1, 2, 3].map((g) => round * 4 + g),
+    );
     const acks = await Promise.all(leases.map((l) => post(`/v1/leases/${l.lease_id}/ack`)));
     expect(acks.map((a) => a.status)).toEqual([204, 204, 204, 204]);
   }
@@ -33,6 +35,6 @@ it("8 batch claims (max) in parallel split the groups between them", async () =>
   );
   const leases = answers.flatMap((a) => a.body.leases);
   expect(leases).toHaveLength(10);
-  expect(new Set(leases.map((l: any) => l.group_id)).size).toBe(10);
+  expect(new Set(leases.map((l) => l.group_id)).size).toBe(10);
   expect(await groupsWithTwoLiveLeases()).toEqual([]);
 });

@@ -2,6 +2,7 @@
 
 import { env, exports } from "cloudflare:workers";
 import { createClient } from "@libsql/client/web";
+import type * as T from "../../src/contract/types.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { TEST_TOKEN } from "./constants.js";
 
@@ -18,16 +19,30 @@ export interface Call {
   token?: string | null;
 }
 
-export interface Answer {
+/**
+ * Every field an answer of the API can hold (src/contract/types.ts), for tests that read answers by
+ * field name: a misspelt field does not compile. (`GroupList` is left out: its `groups` is not the
+ * counter of `Stats`; read it with `api<T.GroupList>(...)`.)
+ */
+export type AnyAnswer = T.Lease &
+  T.LeaseList &
+  T.ExtendAnswer &
+  T.Stats &
+  T.DeadLetterPage &
+  T.PublishBatchAnswer &
+  T.ErrorAnswer &
+  T.Health;
+
+export interface Answer<B = AnyAnswer> {
   status: number;
   headers: Headers;
   /** The parsed JSON body; undefined when empty. */
-  body: any;
+  body: B;
   text: string;
 }
 
 /** One request to the Worker under test (its default export, in this isolate). */
-export async function api(path: string, call: Call = {}): Promise<Answer> {
+export async function api<B = AnyAnswer>(path: string, call: Call = {}): Promise<Answer<B>> {
   const headers: Record<string, string> = { ...(call.headers ?? {}) };
   const token = call.token === undefined ? TEST_TOKEN : call.token;
   if (token !== null) headers.authorization ??= `Bearer ${token}`;
@@ -47,11 +62,11 @@ export async function api(path: string, call: Call = {}): Promise<Answer> {
       parsed = undefined;
     }
   }
-  return { status: res.status, headers: res.headers, body: parsed, text };
+  return { status: res.status, headers: res.headers, body: parsed as B, text };
 }
 
-export const post = (path: string, json?: unknown, extra: Omit<Call, "json"> = {}) =>
-  api(path, { method: "POST", json, ...extra });
+export const post = <B = AnyAnswer>(path: string, json?: unknown, extra: Omit<Call, "json"> = {}) =>
+  api<B>(path, { method: "POST", json, ...extra });
 
 /** A direct client on the sqld the Worker is bound to (for resets and checks, not for the API). */
 export function db() {

@@ -1,26 +1,50 @@
 /** Claiming: one lease (or 204), or with `max` up to that many leases in distinct groups. */
 import { Hono } from "hono";
-import { MAX_CLAIM_BATCH } from "../../core/transport.js";
-import { checkCount, checkPositiveSeconds, checkPriority, checkWorkerId } from "../../core/validate.js";
+import { ClaimAnswer, ClaimBody } from "../../contract/schemas.js";
+import type * as T from "../../contract/types.js";
+import { leaseAnswer } from "../answers.js";
 import type { AppEnv } from "../app.js";
-import { type JsonObject, onlyFields, readJsonObject } from "../body.js";
-import { leaseJson, methodNotAllowed, required } from "./common.js";
+import { defineRoute, handle } from "../route.js";
+
+const lease = {
+  lease_id: "1.e60920e7c2e2f9e880bfec5577612017",
+  seq: 1,
+  group_id: "orders",
+  event: { order: 1001, action: "charge" },
+  expires_at: 1796230564.197,
+  attempts: 1,
+};
+
+export const claim = defineRoute({
+  method: "post",
+  path: "/v1/claims",
+  operationId: "claim",
+  tag: "Consume",
+  summary: "Claim the next message (or up to `max`, in distinct groups)",
+  description:
+    "Leases the oldest message of the group claimed longest ago (never-claimed groups first) among groups with nothing in flight and a priority of at least `min_priority`. A group is skipped while one of its messages holds a live lease or is parked. Ack, nack or extend the lease before `expires_at`; a lapsed lease is delivered again.",
+  auth: true,
+  request: { body: { schema: ClaimBody, required: true, example: { worker_id: "worker-1", visibility: 30 } } },
+  responses: {
+    200: {
+      description: "Without `max`: one lease. With `max`: `{ leases: [...] }`, possibly empty.",
+      schema: ClaimAnswer,
+      example: lease,
+    },
+    204: { description: "Without `max`: nothing is deliverable now (no body)." },
+  },
+});
 
 export const claims = new Hono<AppEnv>();
 
-claims.post("/claims", async (c) => {
-  const body = (await readJsonObject(c, true)) as JsonObject;
-  onlyFields(body, ["worker_id", "visibility", "min_priority", "max"]);
-  const workerId = checkWorkerId("worker_id", required(body, "worker_id"));
-  const visibility = checkPositiveSeconds("visibility", required(body, "visibility"));
-  const minPriority = body.min_priority === undefined ? 0 : checkPriority("min_priority", body.min_priority);
+handle(claims, claim, async (c) => {
+  const body = c.req.valid("json");
   const queue = await c.var.queue();
+  const minPriority = body.min_priority ?? 0;
   if (body.max === undefined) {
-    const lease = await queue.claim(workerId, visibility, minPriority);
-    return lease ? c.json(leaseJson(lease), 200) : c.body(null, 204);
+    const got = await queue.claim(body.worker_id, body.visibility, minPriority);
+    return got ? c.json(leaseAnswer(got) satisfies T.Lease, 200) : c.body(null, 204);
   }
-  const max = checkCount("max", body.max, MAX_CLAIM_BATCH);
-  const got = await queue.claimMany(workerId, visibility, max, minPriority);
-  return c.json({ leases: got.map(leaseJson) }, 200);
+  const got = await queue.claimMany(body.worker_id, body.visibility, body.max, minPriority);
+  return c.json({ leases: got.map(leaseAnswer) } satisfies T.LeaseList, 200);
 });
-claims.all("/claims", methodNotAllowed("POST"));

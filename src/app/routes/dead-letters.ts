@@ -1,68 +1,93 @@
 /** Dead letters: list (paged by seq), redrive to the tail of their group, delete. */
 import { Hono } from "hono";
-import { checkCount, checkId } from "../../core/validate.js";
+import { DeadLetterPage, DeadLetterPath, DeadLetterQuery, NoBody, RedriveAnswer } from "../../contract/schemas.js";
+import type * as T from "../../contract/types.js";
+import { deadLetterPage } from "../answers.js";
 import type { AppEnv } from "../app.js";
-import { onlyFields, readJsonObject } from "../body.js";
-import { badRequest, notFound } from "../errors.js";
-import { methodNotAllowed, parseSeq } from "./common.js";
+import { notFound } from "../errors.js";
+import { defineRoute, handle } from "../route.js";
+
+export const listDeadLetters = defineRoute({
+  method: "get",
+  path: "/v1/dead-letters",
+  operationId: "listDeadLetters",
+  tag: "Dead letters",
+  summary: "List dead letters",
+  description: "In seq order, a page at a time: pass `next_after_seq` as `after_seq` until it is null.",
+  auth: true,
+  request: { query: DeadLetterQuery },
+  responses: {
+    200: {
+      description: "One page.",
+      schema: DeadLetterPage,
+      example: {
+        dead_letters: [
+          {
+            seq: 7,
+            group_id: "orders",
+            event: { order: 1001, action: "charge" },
+            priority: 0,
+            attempts: 5,
+            reason: "max_attempts",
+            dead_at: 1796230600.5,
+          },
+        ],
+        next_after_seq: null,
+      },
+    },
+  },
+});
+
+export const redrive = defineRoute({
+  method: "post",
+  path: "/v1/dead-letters/{seq}/redrive",
+  operationId: "redrive",
+  tag: "Dead letters",
+  summary: "Redrive a dead letter",
+  description: "Puts it back at the tail of its group, with a new seq and fresh attempts.",
+  auth: true,
+  request: { params: DeadLetterPath, body: { schema: NoBody, required: false } },
+  responses: { 201: { description: "Back in the queue.", schema: RedriveAnswer, example: { seq: 12 } } },
+  errors: ["NOT_FOUND"],
+});
+
+export const deleteDeadLetter = defineRoute({
+  method: "delete",
+  path: "/v1/dead-letters/{seq}",
+  operationId: "deleteDeadLetter",
+  tag: "Dead letters",
+  summary: "Delete a dead letter",
+  auth: true,
+  request: { params: DeadLetterPath },
+  responses: { 204: { description: "Deleted." } },
+  errors: ["NOT_FOUND"],
+});
 
 export const deadLetters = new Hono<AppEnv>();
 
-/** Most dead letters one page returns. */
-export const MAX_DEAD_LETTER_PAGE = 1000;
-
-deadLetters.get("/dead-letters", async (c) => {
-  const query = c.req.queries();
-  for (const [k, v] of Object.entries(query)) {
-    if (!["group_id", "after_seq", "limit"].includes(k)) {
-      throw badRequest(JSON.stringify(k.slice(0, 64)), "unknown query parameter (expected group_id, after_seq, limit)");
-    }
-    if (v.length > 1) throw badRequest(k, "must be given once");
-  }
-  const q = (k: string) => query[k]?.[0];
-  const groupId = q("group_id") === undefined ? undefined : checkId("group_id", q("group_id"));
-  const afterRaw = q("after_seq");
-  const afterSeq = afterRaw === undefined || afterRaw === "0" ? 0 : parseSeq("after_seq", afterRaw);
-  const limitRaw = q("limit");
-  const limit =
-    limitRaw === undefined
-      ? 100
-      : checkCount("limit", /^[0-9]{1,7}$/.test(limitRaw) ? Number(limitRaw) : Number.NaN, MAX_DEAD_LETTER_PAGE);
-  const list = await (await c.var.queue()).deadLetters({ groupId, afterSeq, limit });
-  return c.json({
-    dead_letters: list.map((d) => ({
-      seq: d.seq,
-      group_id: d.groupId,
-      event: d.event,
-      priority: d.priority,
-      attempts: d.attempts,
-      reason: d.reason,
-      dead_at: d.deadAt,
-    })),
-    /** Pass as `after_seq` for the next page; null when this page was the last. */
-    next_after_seq: list.length === limit ? (list[list.length - 1]?.seq ?? null) : null,
+handle(deadLetters, listDeadLetters, async (c) => {
+  const q = c.req.valid("query");
+  const page = await deadLetterPage(await c.var.queue(), {
+    groupId: q.group_id,
+    afterSeq: q.after_seq ?? 0,
+    limit: q.limit ?? 100,
   });
+  return c.json(page satisfies T.DeadLetterPage, 200);
 });
-deadLetters.all("/dead-letters", methodNotAllowed("GET"));
 
-deadLetters.post("/dead-letters/:seq/redrive", async (c) => {
-  const seq = parseSeq("seq", c.req.param("seq"));
-  const body = await readJsonObject(c, false);
-  if (body) onlyFields(body, []);
+handle(deadLetters, redrive, async (c) => {
+  const { seq } = c.req.valid("param");
   try {
     const newSeq = await (await c.var.queue()).redrive(seq);
-    return c.json({ seq: newSeq }, 201);
+    return c.json({ seq: newSeq } satisfies T.RedriveAnswer, 201);
   } catch (e) {
     if ((e as { code?: unknown }).code === "LEASE_NOT_FOUND") throw notFound(`seq: no dead letter ${seq}`);
     throw e;
   }
 });
-deadLetters.all("/dead-letters/:seq/redrive", methodNotAllowed("POST"));
 
-deadLetters.delete("/dead-letters/:seq", async (c) => {
-  const seq = parseSeq("seq", c.req.param("seq"));
-  const deleted = await (await c.var.queue()).deleteDeadLetter(seq);
-  if (!deleted) throw notFound(`seq: no dead letter ${seq}`);
+handle(deadLetters, deleteDeadLetter, async (c) => {
+  const { seq } = c.req.valid("param");
+  if (!(await (await c.var.queue()).deleteDeadLetter(seq))) throw notFound(`seq: no dead letter ${seq}`);
   return c.body(null, 204);
 });
-deadLetters.all("/dead-letters/:seq", methodNotAllowed("DELETE"));

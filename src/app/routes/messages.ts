@@ -1,47 +1,73 @@
 /** Publishing: one message into a group, or a batch across groups (all or nothing). */
 import { Hono } from "hono";
-import { MAX_PUBLISH_BATCH, type PublishInput } from "../../core/transport.js";
-import { checkId, checkPriority } from "../../core/validate.js";
+import {
+  GroupPath,
+  IdempotencyHeaders,
+  PublishAnswer,
+  PublishBatchAnswer,
+  PublishBatchBody,
+  PublishBody,
+} from "../../contract/schemas.js";
+import type * as T from "../../contract/types.js";
 import type { AppEnv } from "../app.js";
-import { type JsonObject, onlyFields, readJsonObject } from "../body.js";
-import { badRequest } from "../errors.js";
-import { idempotencyKey, methodNotAllowed, required } from "./common.js";
+import { defineRoute, handle } from "../route.js";
+
+export const publishOne = defineRoute({
+  method: "post",
+  path: "/v1/groups/{group_id}/messages",
+  operationId: "publish",
+  tag: "Publish",
+  summary: "Publish a message into a group",
+  description: "Appends the event to the tail of its group. A group delivers its messages in order, one at a time.",
+  auth: true,
+  request: {
+    params: GroupPath,
+    headers: IdempotencyHeaders,
+    body: { schema: PublishBody, required: true, example: { event: { order: 1001, action: "charge" }, priority: 0 } },
+  },
+  responses: { 201: { description: "Stored.", schema: PublishAnswer, example: { seq: 1 } } },
+  errors: ["IDEMPOTENCY_CONFLICT"],
+});
+
+export const publishBatch = defineRoute({
+  method: "post",
+  path: "/v1/messages",
+  operationId: "publishBatch",
+  tag: "Publish",
+  summary: "Publish a batch across groups",
+  description: "Stores every message or none (one bad message is a 400 naming it, and nothing is stored).",
+  auth: true,
+  request: {
+    headers: IdempotencyHeaders,
+    body: {
+      schema: PublishBatchBody,
+      required: true,
+      example: {
+        messages: [
+          { group_id: "orders", event: { order: 1001, action: "ship" } },
+          { group_id: "emails", event: { to: "ada@example.com" }, priority: 2 },
+        ],
+      },
+    },
+  },
+  responses: { 201: { description: "Stored, all of them.", schema: PublishBatchAnswer, example: { seqs: [2, 3] } } },
+  errors: ["IDEMPOTENCY_CONFLICT"],
+});
 
 export const messages = new Hono<AppEnv>();
 
-messages.post("/groups/:groupId/messages", async (c) => {
-  const groupId = checkId("group_id", c.req.param("groupId"));
-  const options = idempotencyKey(c);
-  const body = (await readJsonObject(c, true)) as JsonObject;
-  onlyFields(body, ["event", "priority"]);
-  const event = required(body, "event");
-  const priority = body.priority === undefined ? 0 : checkPriority("priority", body.priority);
-  const seq = await (await c.var.queue()).publish(groupId, event, priority, options);
-  return c.json({ seq }, 201);
+handle(messages, publishOne, async (c) => {
+  const { group_id } = c.req.valid("param");
+  const { event, priority } = c.req.valid("json");
+  const key = c.req.valid("header")["Idempotency-Key"];
+  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, { idempotencyKey: key });
+  return c.json({ seq } satisfies T.PublishAnswer, 201);
 });
-messages.all("/groups/:groupId/messages", methodNotAllowed("POST"));
 
-messages.post("/messages", async (c) => {
-  const options = idempotencyKey(c);
-  const body = (await readJsonObject(c, true)) as JsonObject;
-  onlyFields(body, ["messages"]);
-  const list = required(body, "messages");
-  if (!Array.isArray(list)) throw badRequest("messages", "must be an array");
-  if (list.length < 1 || list.length > MAX_PUBLISH_BATCH) {
-    throw badRequest("messages", `must hold 1 to ${MAX_PUBLISH_BATCH} messages, got ${list.length}`);
-  }
-  const inputs: PublishInput[] = list.map((m: unknown, i) => {
-    const at = `messages[${i}]`;
-    if (typeof m !== "object" || m === null || Array.isArray(m)) throw badRequest(at, "must be an object");
-    const item = m as JsonObject;
-    onlyFields(item, ["group_id", "event", "priority"], `${at}.`);
-    return {
-      groupId: checkId(`${at}.group_id`, required(item, "group_id", `${at}.`)),
-      event: required(item, "event", `${at}.`),
-      priority: item.priority === undefined ? 0 : checkPriority(`${at}.priority`, item.priority),
-    };
-  });
-  const seqs = await (await c.var.queue()).publishMany(inputs, options);
-  return c.json({ seqs }, 201);
+handle(messages, publishBatch, async (c) => {
+  const list = c.req.valid("json").messages;
+  const key = c.req.valid("header")["Idempotency-Key"];
+  const inputs = list.map((m) => ({ groupId: m.group_id, event: m.event, priority: m.priority ?? 0 }));
+  const seqs = await (await c.var.queue()).publishMany(inputs, { idempotencyKey: key });
+  return c.json({ seqs } satisfies T.PublishBatchAnswer, 201);
 });
-messages.all("/messages", methodNotAllowed("POST"));

@@ -1,20 +1,68 @@
-/** Queue counters. */
+/** What is in the queue: counters, and the busiest groups. */
 import { Hono } from "hono";
+import { GroupList, GroupsQuery, Stats } from "../../contract/schemas.js";
+import type * as T from "../../contract/types.js";
+import { statsAnswer } from "../answers.js";
 import type { AppEnv } from "../app.js";
-import { methodNotAllowed } from "./common.js";
+import { busiestGroups } from "../groups.js";
+import { defineRoute, handle } from "../route.js";
 
-export const stats = new Hono<AppEnv>();
-
-stats.get("/stats", async (c) => {
-  const s = await (await c.var.queue()).stats();
-  return c.json({
-    ready: s.ready,
-    waiting: s.waiting,
-    in_flight: s.inFlight,
-    parked: s.parked,
-    groups: s.groups,
-    dead_letters: s.deadLetters,
-    now: s.now,
-  });
+export const stats = defineRoute({
+  method: "get",
+  path: "/v1/stats",
+  operationId: "stats",
+  tag: "Inspect",
+  summary: "Queue counters",
+  description:
+    "One read. `ready + waiting + in_flight + parked` is every message in the queue. Reads every message's index entry once (Turso bills them as rows read): poll it, do not hammer it.",
+  auth: true,
+  responses: {
+    200: {
+      description: "The counters, on the database's clock.",
+      schema: Stats,
+      example: { ready: 2, waiting: 1, in_flight: 1, parked: 0, groups: 2, dead_letters: 0, now: 1796230534.29 },
+    },
+  },
 });
-stats.all("/stats", methodNotAllowed("GET"));
+
+export const groups = defineRoute({
+  method: "get",
+  path: "/v1/groups",
+  operationId: "listGroups",
+  tag: "Inspect",
+  summary: "The busiest groups",
+  description:
+    "Groups by depth, deepest first, with whether each has a message in flight or parked. Like /v1/stats, one read that passes over every message's index entry once.",
+  auth: true,
+  request: { query: GroupsQuery },
+  responses: {
+    200: {
+      description: "Up to `limit` groups.",
+      schema: GroupList,
+      example: {
+        groups: [
+          {
+            group_id: "orders",
+            messages: 12,
+            priority: 0,
+            in_flight: true,
+            parked: false,
+            last_claimed_at: 1796230530.1,
+          },
+        ],
+      },
+    },
+  },
+});
+
+export const inspect = new Hono<AppEnv>();
+
+handle(inspect, stats, async (c) => {
+  const s = await (await c.var.queue()).stats();
+  return c.json(statsAnswer(s) satisfies T.Stats, 200);
+});
+
+handle(inspect, groups, async (c) => {
+  const limit = c.req.valid("query").limit ?? 20;
+  return c.json({ groups: await busiestGroups(await c.var.queue(), limit) } satisfies T.GroupList, 200);
+});

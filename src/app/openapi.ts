@@ -1,0 +1,223 @@
+/**
+ * The OpenAPI 3.1 document, generated from the route declarations (src/app/route.ts) and their
+ * schemas: built on first use, not at startup, so the Worker's startup stays lean.
+ */
+import { type ConversionConfig, type JsonSchema, toJsonSchema } from "@valibot/to-json-schema";
+import type * as v from "valibot";
+import { ERRORS, ErrorAnswer, type ErrorCode } from "../contract/schemas.js";
+import { MAX_BODY_BYTES } from "./body.js";
+import type { RouteSpec } from "./route.js";
+
+type Json = Record<string, unknown>;
+
+/** Request parts are converted as they arrive (before a transform turns "12" into 12). */
+// `check`s (well-formed Unicode, safe integers) have no JSON Schema form; JSON numbers are finite anyway.
+const REQUEST: ConversionConfig = { target: "draft-2020-12", typeMode: "input", ignoreActions: ["check", "finite"] };
+const ANSWER: ConversionConfig = { target: "draft-2020-12" };
+
+function schemaOf(schema: v.GenericSchema, config: ConversionConfig): JsonSchema {
+  const { $schema: _, ...rest } = toJsonSchema(schema, config) as JsonSchema & { $schema?: string };
+  return rest;
+}
+
+/** Codes every route of a kind can answer with, besides its own. */
+const AUTH_ERRORS: ErrorCode[] = [
+  "UNAUTHORIZED",
+  "INTERNAL",
+  "DATABASE",
+  "DATABASE_UNAUTHORIZED",
+  "NOT_CONFIGURED",
+  "BUSY",
+  "UNAVAILABLE",
+  "TIMEOUT",
+  "CLOSED",
+];
+const BODY_ERRORS: ErrorCode[] = ["INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"];
+
+const EXAMPLE_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  UNAUTHORIZED: "Authorization: invalid bearer token",
+  NOT_FOUND: "seq: no dead letter 7",
+  LEASE_NOT_FOUND: "lease_id: message 1 no longer exists (acked or dead-lettered)",
+  LEASE_LOST:
+    "lease_id: message 1 is no longer leased by this lease (it lapsed and was claimed again, or was released)",
+  IDEMPOTENCY_CONFLICT: "Idempotency-Key: already used for a different request",
+  PAYLOAD_TOO_LARGE: `body: larger than the maximum of ${MAX_BODY_BYTES} bytes`,
+  UNSUPPORTED_MEDIA_TYPE: "Content-Type: the body must be JSON (application/json; charset=utf-8)",
+  NOT_CONFIGURED: "the Worker is not configured: QUEUE_TOKEN is not set",
+  BUSY: "database is locked",
+};
+
+function errorCodes(route: RouteSpec): ErrorCode[] {
+  const codes = new Set<ErrorCode>(route.errors ?? []);
+  const r = route.request ?? {};
+  if (r.params || r.query || r.headers) codes.add("INVALID_ARGUMENT");
+  if (r.body) for (const c of BODY_ERRORS) codes.add(c);
+  if (route.auth) for (const c of AUTH_ERRORS) codes.add(c);
+  return [...codes];
+}
+
+/** A 400 this route can answer: its first body field missing, or its first parameter malformed. */
+function invalidExample(route: RouteSpec): string {
+  const r = route.request ?? {};
+  const fields = Object.keys((r.body?.schema as { entries?: object } | undefined)?.entries ?? {});
+  if (r.body && fields.length > 0) return `${fields[0]}: is required`;
+  if (r.body) return '"x": unknown field (none is accepted)';
+  const names = [r.params, r.query, r.headers].flatMap((p) => (p ? Object.keys(p.entries) : []));
+  return `${names[0] ?? "body"}: is not valid percent-encoding`;
+}
+
+function errorResponses(route: RouteSpec): Record<string, Json> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of errorCodes(route)) {
+    const status = ERRORS[code][0];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const out: Record<string, Json> = {};
+  for (const [status, codes] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+    const first = codes[0] as ErrorCode;
+    const headers: Json = {};
+    if (status === 401) {
+      headers["WWW-Authenticate"] = { description: 'Always `Bearer realm="turso-queue"`.', schema: { type: "string" } };
+    }
+    if (status === 503) {
+      headers["Retry-After"] = {
+        description: "Seconds to wait before retrying (except NOT_CONFIGURED).",
+        schema: { type: "string" },
+      };
+    }
+    out[String(status)] = {
+      description: codes.map((c) => `\`${c}\`: ${ERRORS[c][1]}`).join("\n\n"),
+      ...(Object.keys(headers).length > 0 ? { headers } : {}),
+      content: {
+        "application/json": {
+          schema: {
+            $ref: "#/components/schemas/Error",
+            // The codes this status carries on this route.
+            properties: { error: { properties: { code: { enum: codes } } } },
+          },
+          example: {
+            error: {
+              code: first,
+              message:
+                first === "INVALID_ARGUMENT" ? invalidExample(route) : (EXAMPLE_MESSAGES[first] ?? ERRORS[first][1]),
+            },
+          },
+        },
+      },
+    };
+  }
+  return out;
+}
+
+function parameters(
+  schema: (v.GenericSchema & { entries: v.ObjectEntries }) | undefined,
+  place: "path" | "query" | "header",
+) {
+  if (!schema) return [];
+  return Object.entries(schema.entries).map(([name, entry]) => {
+    const { description, ...rest } = schemaOf(entry, REQUEST) as JsonSchema & { description?: string };
+    return {
+      name,
+      in: place,
+      required: place === "path" || entry.type !== "optional",
+      ...(description ? { description } : {}),
+      schema: rest,
+    };
+  });
+}
+
+function operation(route: RouteSpec): Json {
+  const r = route.request ?? {};
+  const responses: Record<string, Json> = {};
+  for (const [status, res] of Object.entries(route.responses)) {
+    const headers = Object.fromEntries(
+      Object.entries(res.headers ?? {}).map(([name, h]) => [
+        name,
+        { description: h.description, schema: { type: h.type } },
+      ]),
+    );
+    const media = res.schema
+      ? {
+          "application/json": {
+            schema: schemaOf(res.schema, ANSWER),
+            ...(res.example ? { example: res.example } : {}),
+          },
+        }
+      : res.content
+        ? { [res.content]: { schema: { type: "string" } } }
+        : undefined;
+    responses[status] = {
+      description: res.description,
+      ...(Object.keys(headers).length > 0 ? { headers } : {}),
+      ...(media ? { content: media } : {}),
+    };
+  }
+  Object.assign(responses, errorResponses(route));
+  return {
+    operationId: route.operationId,
+    tags: [route.tag],
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    security: route.auth ? [{ bearer: [] }] : [],
+    parameters: [...parameters(r.params, "path"), ...parameters(r.query, "query"), ...parameters(r.headers, "header")],
+    ...(r.body
+      ? {
+          requestBody: {
+            required: r.body.required,
+            description: r.body.required
+              ? `JSON, UTF-8, at most ${MAX_BODY_BYTES} bytes. Unknown fields are refused.`
+              : "Optional: send none, or a JSON object. Unknown fields are refused.",
+            content: {
+              "application/json": {
+                schema: schemaOf(r.body.schema, REQUEST),
+                ...(r.body.example ? { example: r.body.example } : {}),
+              },
+            },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+const TAGS = [
+  { name: "Publish", description: "Put messages into groups." },
+  { name: "Consume", description: "Claim messages, then ack, nack or extend their leases." },
+  { name: "Inspect", description: "Counters and groups." },
+  { name: "Dead letters", description: "Messages that used their last attempt." },
+  { name: "Service", description: "Health, this document, the docs page and the dashboard (no auth)." },
+];
+
+export function openApiDocument(routes: readonly RouteSpec[], version: string): Json {
+  const paths: Record<string, Json> = {};
+  for (const route of routes) {
+    paths[route.path] = { ...(paths[route.path] ?? {}), [route.method]: operation(route) };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "turso-queue",
+      version,
+      description: [
+        "A durable message queue with per-group exclusivity (FIFO message groups, one message in flight per group), kept in Turso/libSQL.",
+        "Every `/v1` route needs `Authorization: Bearer <QUEUE_TOKEN>`. Bodies are JSON objects in UTF-8, at most 1 MiB; unknown fields are refused. Times are epoch seconds on the database's clock; durations are seconds (fractions allowed).",
+        'Errors are always `{ "error": { "code", "message" } }`; a 400\'s message starts with the field at fault. A refused request stores nothing. Any other method on a known path is `405 METHOD_NOT_ALLOWED` (with `Allow`); an unknown path is `404 NOT_FOUND`.',
+      ].join("\n\n"),
+      license: { name: "MIT", identifier: "MIT" },
+    },
+    tags: TAGS,
+    paths,
+    components: {
+      securitySchemes: {
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description: "The Worker's QUEUE_TOKEN secret (at least 16 characters), compared in constant time.",
+        },
+      },
+      schemas: {
+        Error: schemaOf(ErrorAnswer, ANSWER),
+      },
+    },
+  };
+}

@@ -1,0 +1,245 @@
+/**
+ * `GET /dashboard` and its script: counters, the busiest groups and the dead letters (redrive,
+ * delete), refreshed in place. It reads and writes only through the `/v1` API with the bearer token
+ * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
+ * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
+ */
+import { page } from "./html.js";
+
+export const DASHBOARD_HTML = page(
+  "turso-queue dashboard",
+  `<header><h1>turso-queue <small>dashboard</small></h1>
+<nav class="links"><a href="/docs">API docs</a><button id="signout" type="button" hidden>Forget token</button></nav></header>
+<div class="dash">
+<form id="login" class="login" hidden>
+  <h2>Bearer token</h2>
+  <p>The API's token (the Worker's <code>QUEUE_TOKEN</code>; <code>npm start</code> prints the local one).
+  It stays in this browser tab only (sessionStorage) and is sent to this Worker's <code>/v1</code> API, nowhere else.</p>
+  <p><input id="token" name="token" type="password" autocomplete="off" required aria-label="Bearer token">
+  <button type="submit">Open</button></p>
+  <p id="login-error" class="error" role="alert"></p>
+</form>
+<div id="board" hidden>
+  <div class="toolbar">
+    <button id="refresh" type="button">Refresh</button>
+    <label><input id="auto" type="checkbox" checked> every 10 s</label>
+    <span id="updated"></span>
+    <span id="notice" class="notice" role="status"></span>
+    <span id="problem" class="error" role="alert"></span>
+  </div>
+  <section id="counters" class="counters" aria-label="Counters"></section>
+  <h2>Busiest groups</h2>
+  <table id="groups"><thead><tr><th>group</th><th>messages</th><th>priority</th><th>state</th><th>last claimed</th></tr></thead><tbody></tbody></table>
+  <p id="groups-empty" class="empty" hidden>No messages in the queue.</p>
+  <h2>Dead letters</h2>
+  <table id="dead-letters"><thead><tr><th>seq</th><th>group</th><th>event</th><th>attempts</th><th>reason</th><th>died</th><th></th></tr></thead><tbody></tbody></table>
+  <p id="dead-empty" class="empty" hidden>No dead letters.</p>
+  <p id="dead-more" class="empty" hidden>Showing the first 50.</p>
+</div>
+<noscript><p class="error">The dashboard needs JavaScript.</p></noscript>
+</div>`,
+  "/assets/dashboard.js",
+);
+
+/** The browser side. Every value from the API is put in the page as text (textContent), never as HTML. */
+export const DASHBOARD_JS = `"use strict";
+(() => {
+  const KEY = "turso-queue-token";
+  const COUNTERS = [
+    ["ready", "ready"],
+    ["waiting", "waiting behind their group"],
+    ["in_flight", "in flight"],
+    ["parked", "parked"],
+    ["groups", "groups"],
+    ["dead_letters", "dead letters"],
+  ];
+  const $ = (id) => document.getElementById(id);
+  let timer;
+  let loading = false;
+
+  const token = () => sessionStorage.getItem(KEY);
+
+  class Unauthorized extends Error {}
+
+  async function api(path, method = "GET") {
+    const res = await fetch(path, { method, headers: { authorization: "Bearer " + token() }, cache: "no-store" });
+    const text = await res.text();
+    let body = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    if (res.status === 401) throw new Unauthorized(body && body.error ? body.error.message : "unauthorized");
+    if (!res.ok) {
+      throw new Error(body && body.error ? body.error.code + ": " + body.error.message : "HTTP " + res.status);
+    }
+    return body;
+  }
+
+  function showLogin(message) {
+    clearInterval(timer);
+    $("board").hidden = true;
+    $("signout").hidden = true;
+    $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    $("token").value = "";
+    $("token").focus();
+  }
+
+  function showBoard() {
+    $("login").hidden = true;
+    $("board").hidden = false;
+    $("signout").hidden = false;
+    schedule();
+  }
+
+  function schedule() {
+    clearInterval(timer);
+    if ($("auto").checked) timer = setInterval(refresh, 10000);
+  }
+
+  function cell(row, text, className) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (className) td.className = className;
+    row.appendChild(td);
+    return td;
+  }
+
+  const time = (epoch) => (epoch ? new Date(epoch * 1000).toLocaleString() : "never");
+
+  function renderCounters(stats) {
+    const box = $("counters");
+    box.replaceChildren();
+    const known = new Set(COUNTERS.map((c) => c[0]).concat(["now"]));
+    // Counters the API adds later (subscriptions, ...) show up without a change here.
+    const extra = Object.keys(stats).filter((k) => !known.has(k) && typeof stats[k] === "number");
+    for (const [key, label] of COUNTERS.concat(extra.map((k) => [k, k.replace(/_/g, " ")]))) {
+      if (typeof stats[key] !== "number") continue;
+      const div = document.createElement("div");
+      div.className = "counter";
+      div.dataset.counter = key;
+      const value = document.createElement("span");
+      value.className = "value";
+      value.textContent = String(stats[key]);
+      if (stats[key] === 0) value.dataset.zero = "";
+      const name = document.createElement("span");
+      name.className = "label";
+      name.textContent = label;
+      div.append(value, name);
+      box.appendChild(div);
+    }
+  }
+
+  function renderGroups(groups) {
+    const body = $("groups").querySelector("tbody");
+    body.replaceChildren();
+    for (const g of groups) {
+      const row = document.createElement("tr");
+      row.dataset.group = g.group_id;
+      cell(row, g.group_id);
+      cell(row, String(g.messages));
+      cell(row, String(g.priority));
+      const state = g.in_flight ? "in_flight" : g.parked ? "parked" : "idle";
+      cell(row, state.replace("_", " "), "state-" + state);
+      cell(row, time(g.last_claimed_at));
+      body.appendChild(row);
+    }
+    $("groups-empty").hidden = groups.length > 0;
+  }
+
+  function renderDeadLetters(page) {
+    const body = $("dead-letters").querySelector("tbody");
+    body.replaceChildren();
+    for (const d of page.dead_letters) {
+      const row = document.createElement("tr");
+      row.dataset.seq = String(d.seq);
+      cell(row, String(d.seq));
+      cell(row, d.group_id);
+      const json = JSON.stringify(d.event);
+      cell(row, json.length > 200 ? json.slice(0, 200) + "…" : json, "event").title = json.slice(0, 2000);
+      cell(row, String(d.attempts));
+      cell(row, d.reason);
+      cell(row, time(d.dead_at));
+      const actions = cell(row, "");
+      for (const [action, label] of [["redrive", "Redrive"], ["delete", "Delete"]]) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.textContent = label;
+        button.dataset.action = action;
+        if (action === "delete") button.className = "danger";
+        button.addEventListener("click", () => act(action, d.seq, button));
+        actions.appendChild(button);
+        actions.append(" ");
+      }
+      body.appendChild(row);
+    }
+    $("dead-empty").hidden = page.dead_letters.length > 0;
+    $("dead-more").hidden = page.next_after_seq === null;
+  }
+
+  async function refresh() {
+    if (loading || !token()) return;
+    loading = true;
+    try {
+      const [stats, groups, dead] = await Promise.all([
+        api("/v1/stats"),
+        api("/v1/groups?limit=10"),
+        api("/v1/dead-letters?limit=50"),
+      ]);
+      renderCounters(stats);
+      renderGroups(groups.groups);
+      renderDeadLetters(dead);
+      $("problem").textContent = "";
+      $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+      if ($("board").hidden) showBoard();
+    } catch (e) {
+      if (e instanceof Unauthorized) {
+        sessionStorage.removeItem(KEY);
+        showLogin("The API refused this token (401): " + e.message + ". Check QUEUE_TOKEN and try again.");
+      } else {
+        $("problem").textContent = "Could not refresh: " + e.message;
+      }
+    } finally {
+      loading = false;
+    }
+  }
+
+  async function act(action, seq, button) {
+    if (action === "delete" && !confirm("Delete dead letter " + seq + " for good?")) return;
+    button.disabled = true;
+    try {
+      if (action === "redrive") {
+        const answer = await api("/v1/dead-letters/" + seq + "/redrive", "POST");
+        $("notice").textContent = "Dead letter " + seq + " redriven as message " + answer.seq + ".";
+      } else {
+        await api("/v1/dead-letters/" + seq, "DELETE");
+        $("notice").textContent = "Dead letter " + seq + " deleted.";
+      }
+    } catch (e) {
+      if (e instanceof Unauthorized) return showLogin("The API refused this token (401). Check QUEUE_TOKEN.");
+      $("problem").textContent = "Could not " + action + " " + seq + ": " + e.message;
+    }
+    await refresh();
+  }
+
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token").value.trim();
+    if (!value) return;
+    sessionStorage.setItem(KEY, value);
+    $("login-error").textContent = "";
+    refresh();
+  });
+  $("signout").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    showLogin("");
+  });
+  $("refresh").addEventListener("click", refresh);
+  $("auto").addEventListener("change", schedule);
+
+  if (token()) refresh();
+  else showLogin("");
+})();
+`;

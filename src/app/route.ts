@@ -1,0 +1,168 @@
+/**
+ * A route is declared once, as data: its method and path, the schemas of its path, query, headers
+ * and body (src/contract/schemas.ts), its answers and the error codes it adds. `handle()` mounts it
+ * with one middleware that validates every part (400 naming the field) and hands the handler typed
+ * values through `c.req.valid(...)`; src/app/openapi.ts turns the same declarations into the
+ * OpenAPI document.
+ *
+ * To add a route: declare it with `defineRoute({...})` next to its handler in src/app/routes/, call
+ * `handle(app, route, handler)`, and list it in `API_ROUTES` (src/app/app.ts). The test in
+ * test/worker/openapi.test.ts fails if the app answers a route the document does not describe.
+ *
+ * Why not Hono's `validator()`: it decodes path and query values leniently (`a%ZZb` stays `a%ZZb`) and
+ * reads the body with `c.req.json()`; the API refuses malformed percent-encoding and reads bodies
+ * bounded, in strict UTF-8, with 413/415 (src/app/body.ts).
+ */
+import type { Handler, Hono, MiddlewareHandler } from "hono";
+import * as v from "valibot";
+import type { ErrorCode } from "../contract/schemas.js";
+import type { AppEnv } from "./app.js";
+import { readJsonObject } from "./body.js";
+import { badRequest } from "./errors.js";
+
+type Schema = v.GenericSchema;
+/** A schema of named values (path, query or headers): each entry becomes an OpenAPI parameter. */
+type ObjectSchema = Schema & { readonly entries: v.ObjectEntries };
+
+export interface ResponseSpec {
+  description: string;
+  /** The JSON body's schema; none for an empty body. */
+  schema?: Schema;
+  /** Media type of a body that is not JSON (the pages). */
+  content?: "text/html" | "text/css" | "text/javascript";
+  headers?: Record<string, { description: string; type: "string" | "boolean" | "integer" }>;
+  example?: unknown;
+}
+
+export interface RouteSpec {
+  method: "get" | "post" | "delete";
+  /** OpenAPI style: `/v1/groups/{group_id}/messages`. */
+  path: `/${string}`;
+  operationId: string;
+  tag: "Publish" | "Consume" | "Inspect" | "Dead letters" | "Service";
+  summary: string;
+  description?: string;
+  /** Needs `Authorization: Bearer <QUEUE_TOKEN>` (every /v1 route). */
+  auth: boolean;
+  request?: {
+    params?: ObjectSchema;
+    query?: ObjectSchema;
+    headers?: ObjectSchema;
+    body?: { schema: Schema; required: boolean; example?: unknown };
+  };
+  responses: Record<number, ResponseSpec>;
+  /** Error codes this route answers with besides those every route of its kind has. */
+  errors?: ErrorCode[];
+}
+
+export const defineRoute = <const R extends RouteSpec>(route: R): R => route;
+
+type Part<R, K extends string, T extends string> = R extends { request: { [k in K]: infer S extends Schema } }
+  ? { [t in T]: v.InferOutput<S> }
+  : Record<never, never>;
+type BodyPart<R> = R extends { request: { body: { schema: infer S extends Schema } } }
+  ? { json: v.InferOutput<S> }
+  : Record<never, never>;
+
+/** What `c.req.valid(...)` returns in a route's handler: each declared part's parsed value. */
+export type RouteInput<R extends RouteSpec> = {
+  out: Part<R, "params", "param"> & Part<R, "query", "query"> & Part<R, "headers", "header"> & BodyPart<R>;
+};
+
+export type RouteHandler<R extends RouteSpec> = Handler<AppEnv, string, RouteInput<R>>;
+
+/** Mounts `route` on `app`: its validation, then `handler`. */
+export function handle<R extends RouteSpec>(app: Hono<AppEnv>, route: R, handler: RouteHandler<R>): void {
+  app.on(route.method.toUpperCase(), honoPath(route.path), validate(route), handler as Handler<AppEnv>);
+}
+
+/** `/v1/groups/{group_id}/messages` → `/v1/groups/:group_id/messages`. */
+export const honoPath = (path: string) => path.replace(/\{([^}]+)\}/g, ":$1");
+
+function validate(route: RouteSpec): MiddlewareHandler<AppEnv> {
+  const r = route.request ?? {};
+  return async (c, next) => {
+    // Path first, then headers, query and body: the cheapest refusals come before a byte is read.
+    if (r.params) c.req.addValidatedData("param", parse(r.params, pathParams(c.req.url, route.path)));
+    if (r.headers) {
+      const sent: Record<string, string> = {};
+      for (const name of Object.keys(r.headers.entries)) {
+        const value = c.req.header(name);
+        if (value !== undefined) sent[name] = value;
+      }
+      c.req.addValidatedData("header", parse(r.headers, sent));
+    }
+    if (r.query) c.req.addValidatedData("query", parse(r.query, queryParams(c.req.url)));
+    if (r.body) {
+      const body = await readJsonObject(c.req.raw, r.body.required);
+      c.req.addValidatedData("json", parse(r.body.schema, body ?? {}));
+    }
+    await next();
+  };
+}
+
+/** The schema's output (every request part is an object), or a 400 whose message starts with the field at fault. */
+function parse(schema: Schema, input: unknown): object {
+  const result = v.safeParse(schema, input, { abortEarly: true });
+  if (result.success) return result.output as object;
+  const issue = result.issues[0];
+  throw badRequest(fieldOf(issue), issue.message);
+}
+
+/** `messages[3].priority`; an unknown field is quoted as sent: `messages[3]."prority"`. */
+function fieldOf(issue: v.BaseIssue<unknown>): string {
+  const path = issue.path ?? [];
+  const unknownKey = issue.expected === "never";
+  let out = "";
+  path.forEach((item, i) => {
+    const key = item.key;
+    if (typeof key === "number") out += `[${key}]`;
+    else {
+      const text = String(key);
+      const name =
+        unknownKey && i === path.length - 1
+          ? text.length > 64
+            ? `${JSON.stringify(text.slice(0, 64))}...`
+            : JSON.stringify(text)
+          : text;
+      out += out === "" ? name : `.${name}`;
+    }
+  });
+  return out === "" ? "body" : out;
+}
+
+/** Strictly decodes one percent-encoded value: malformed encoding is a 400 naming `field`. */
+function decode(raw: string, field: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw badRequest(field, "is not valid percent-encoding");
+  }
+}
+
+/** The path's parameters, from the raw URL (Hono keeps a malformed `%ZZ` as it is). */
+function pathParams(url: string, template: string): Record<string, string> {
+  const raw = new URL(url).pathname.split("/");
+  const out: Record<string, string> = {};
+  template.split("/").forEach((segment, i) => {
+    const m = /^\{(.+)\}$/.exec(segment);
+    if (m) out[m[1] as string] = decode(raw[i] ?? "", m[1] as string);
+  });
+  return out;
+}
+
+/** The query's parameters, strictly decoded; a repeated one becomes an array (which its schema refuses). */
+function queryParams(url: string): Record<string, string | string[]> {
+  const search = new URL(url).search.slice(1);
+  // A Map, not an object: a parameter named `__proto__` must stay a parameter (and be refused).
+  const out = new Map<string, string | string[]>();
+  for (const pair of search.split("&")) {
+    if (pair === "") continue;
+    const eq = pair.indexOf("=");
+    const name = decode((eq < 0 ? pair : pair.slice(0, eq)).replaceAll("+", " "), "query");
+    const value = decode(eq < 0 ? "" : pair.slice(eq + 1).replaceAll("+", " "), name);
+    const prev = out.get(name);
+    out.set(name, prev === undefined ? value : [...(Array.isArray(prev) ? prev : [prev]), value]);
+  }
+  return Object.fromEntries(out);
+}

@@ -1,0 +1,21 @@
+/** Every `/v1` route of the API, in the order the OpenAPI document lists them. */
+import type { RouteSpec } from "../route.js";
+import { claim } from "./claims.js";
+import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
+import { ack, extend, nack } from "./leases.js";
+import { publishBatch, publishOne } from "./messages.js";
+import { groups, stats } from "./stats.js";
+
+export const API_ROUTES: readonly RouteSpec[] = [
+  publishOne,
+  publishBatch,
+  claim,
+  ack,
+  nack,
+  extend,
+  stats,
+  groups,
+  listDeadLetters,
+  redrive,
+  deleteDeadLetter,
+];

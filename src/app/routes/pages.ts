@@ -1,0 +1,103 @@
+/**
+ * What needs neither the token nor the database: `/healthz`, the OpenAPI document, the docs page,
+ * the dashboard and their two assets, and `/` pointing at them. Served by the edge app as well, so
+ * none of it reaches the queue's writer.
+ */
+import { Hono } from "hono";
+import pkg from "../../../package.json";
+import { Health } from "../../contract/schemas.js";
+import type { AppEnv } from "../app.js";
+import { openApiDocument } from "../openapi.js";
+import { DASHBOARD_HTML, DASHBOARD_JS } from "../pages/dashboard.js";
+import { docsPage } from "../pages/docs.js";
+import { PAGE_HEADERS, page } from "../pages/html.js";
+import { STYLE_CSS } from "../pages/style.js";
+import { defineRoute, handle, type RouteSpec } from "../route.js";
+import { API_ROUTES } from "./index.js";
+
+const html = (summary: string, path: `/${string}`, operationId: string, description?: string) =>
+  defineRoute({
+    method: "get",
+    path,
+    operationId,
+    tag: "Service",
+    summary,
+    ...(description ? { description } : {}),
+    auth: false,
+    responses: { 200: { description: "An HTML page.", content: "text/html" } },
+  });
+
+export const home = html("Links to the docs, the dashboard and the document", "/", "home");
+export const healthz = defineRoute({
+  method: "get",
+  path: "/healthz",
+  operationId: "health",
+  tag: "Service",
+  summary: "Liveness (no auth, no database)",
+  auth: false,
+  responses: { 200: { description: "The Worker runs.", schema: Health, example: { status: "ok" } } },
+});
+export const openapi = defineRoute({
+  method: "get",
+  path: "/openapi.json",
+  operationId: "openapi",
+  tag: "Service",
+  summary: "This OpenAPI 3.1 document",
+  auth: false,
+  responses: { 200: { description: "The document, generated from the API's schemas." } },
+});
+export const docs = html("The API reference (this document as a page)", "/docs", "docs");
+export const dashboard = html(
+  "The dashboard",
+  "/dashboard",
+  "dashboard",
+  "Counters, busiest groups and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
+);
+const asset = (path: `/${string}`, operationId: string, content: "text/css" | "text/javascript") =>
+  defineRoute({
+    method: "get",
+    path,
+    operationId,
+    tag: "Service",
+    summary: `Asset of the pages (${content})`,
+    auth: false,
+    responses: { 200: { description: "The file.", content } },
+  });
+export const styleAsset = asset("/assets/style.css", "styleAsset", "text/css");
+export const dashboardAsset = asset("/assets/dashboard.js", "dashboardAsset", "text/javascript");
+
+export const PAGE_ROUTES: readonly RouteSpec[] = [home, healthz, openapi, docs, dashboard, styleAsset, dashboardAsset];
+
+let documentCache: Record<string, unknown> | undefined;
+let docsCache: string | undefined;
+
+/** Built on first use (not at startup), once per isolate. */
+export function document(): Record<string, unknown> {
+  documentCache ??= openApiDocument([...API_ROUTES, ...PAGE_ROUTES], pkg.version);
+  return documentCache;
+}
+
+const HOME = page(
+  "turso-queue",
+  `<header><h1>turso-queue</h1></header><div class="dash"><p>A durable message queue with per-group exclusivity, on Turso/libSQL.</p>
+<ul><li><a href="/docs">API docs</a></li><li><a href="/dashboard">Dashboard</a></li>
+<li><a href="/openapi.json">openapi.json</a></li><li><a href="/healthz">healthz</a></li></ul>
+<p>The API lives under <code>/v1</code> and needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p></div>`,
+);
+
+export const pages = new Hono<AppEnv>();
+
+handle(pages, home, (c) => c.html(HOME, 200, PAGE_HEADERS));
+handle(pages, healthz, (c) => c.json({ status: "ok" } as const, 200));
+handle(pages, openapi, (c) => c.json(document(), 200, { "Access-Control-Allow-Origin": "*" }));
+handle(pages, docs, (c) => {
+  docsCache ??= docsPage(document());
+  return c.html(docsCache, 200, PAGE_HEADERS);
+});
+handle(pages, dashboard, (c) => c.html(DASHBOARD_HTML, 200, PAGE_HEADERS));
+handle(pages, styleAsset, (c) =>
+  c.body(STYLE_CSS, 200, { ...PAGE_HEADERS, "Content-Type": "text/css; charset=utf-8" }),
+);
+handle(pages, dashboardAsset, (c) =>
+  c.body(DASHBOARD_JS, 200, { ...PAGE_HEADERS, "Content-Type": "text/javascript; charset=utf-8" }),
+);

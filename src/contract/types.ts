@@ -1,0 +1,40 @@
+/**
+ * The HTTP API's requests and answers as plain TypeScript types, inferred from the schemas in
+ * ./schemas.ts. Type-only: `import type { Lease } from "turso-queue/contract"` (this file) pulls
+ * neither Hono nor valibot into a client's runtime.
+ *
+ * Requests are the schemas' input types (what a client sends); answers are their output types (what
+ * the API sends back).
+ */
+import type { InferInput, InferOutput } from "valibot";
+import type * as s from "./schemas.js";
+
+export type { ErrorCode } from "./schemas.js";
+
+// requests
+export type PublishRequest = InferInput<typeof s.PublishBody>;
+export type PublishBatchRequest = InferInput<typeof s.PublishBatchBody>;
+export type BatchMessage = InferInput<typeof s.BatchMessage>;
+export type ClaimRequest = InferInput<typeof s.ClaimBody>;
+export type NackRequest = InferInput<typeof s.NackBody>;
+export type ExtendRequest = InferInput<typeof s.ExtendBody>;
+/** Query parameters of `GET /v1/dead-letters`, as strings on the wire. */
+export type DeadLetterQuery = InferInput<typeof s.DeadLetterQuery>;
+/** Query parameters of `GET /v1/groups`. */
+export type GroupsQuery = InferInput<typeof s.GroupsQuery>;
+
+// answers
+export type Health = InferOutput<typeof s.Health>;
+export type PublishAnswer = InferOutput<typeof s.PublishAnswer>;
+export type PublishBatchAnswer = InferOutput<typeof s.PublishBatchAnswer>;
+export type Lease = InferOutput<typeof s.Lease>;
+export type LeaseList = InferOutput<typeof s.LeaseList>;
+export type ExtendAnswer = InferOutput<typeof s.ExtendAnswer>;
+export type Stats = InferOutput<typeof s.Stats>;
+export type DeadLetter = InferOutput<typeof s.DeadLetter>;
+export type DeadLetterPage = InferOutput<typeof s.DeadLetterPage>;
+export type Group = InferOutput<typeof s.Group>;
+export type GroupList = InferOutput<typeof s.GroupList>;
+export type RedriveAnswer = InferOutput<typeof s.RedriveAnswer>;
+/** Every error: `{ "error": { "code", "message" } }`. */
+export type ErrorAnswer = InferOutput<typeof s.ErrorAnswer>;
