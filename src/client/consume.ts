@@ -17,15 +17,16 @@ import { checkDelay, checkPositiveSeconds, checkPriority, checkWorkerId, describ
 /** What consume() needs of a queue. `LibsqlTransport` is one. */
 export interface ConsumerQueue {
   /**
-   * Up to `n` leases. `options.wait` is passed only to a queue that declares `maxClaimWait`: such a
-   * claim may wait that many seconds for a message to arrive (long poll).
+   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
+   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
+   * no leases, or an error) when `signal` aborts, which consume() does when it stops.
    */
   claimMany<E = unknown>(
     workerId: string,
     visibility: number,
     n: number,
     minPriority?: number,
-    options?: { wait?: number },
+    options?: { wait?: number; signal?: AbortSignal },
   ): Promise<Lease<E>[]>;
   ack(lease: Lease<unknown>): Promise<unknown>;
   /** May answer `{ deadLettered: true }` when the message used its last attempt. */
@@ -264,8 +265,8 @@ class Loop<E> {
   /** Acks, nacks and releases sent and not answered yet: stopping waits for them. */
   readonly #ops = new Set<Promise<unknown>>();
   #claiming = false;
-  /** The claim in flight is a long poll: settles must not wait for it. */
-  #claimWaits = false;
+  /** The claim in flight is a long poll (settles must not wait for it); aborted when stopping. */
+  #poll: AbortController | undefined;
   /** The last claim came back short: wait for a handler to finish, or for the idle timer. */
   #starved = false;
   #emptyClaims = 0;
@@ -308,7 +309,7 @@ class Loop<E> {
       return;
     }
     if (this.#claiming) {
-      if (this.#claimWaits) this.#flushSettles();
+      if (this.#poll) this.#flushSettles();
       return;
     }
     const free = this.#o.concurrency - this.#jobs.size;
@@ -323,21 +324,25 @@ class Loop<E> {
 
   #claim(n: number, wait: number | undefined): void {
     this.#claiming = true;
-    this.#claimWaits = wait !== undefined;
+    const poll = wait === undefined ? undefined : new AbortController();
+    this.#poll = poll;
     const sentAt = Date.now();
     let claimed: Promise<Lease<E>[]>;
     try {
       claimed =
-        wait === undefined
+        poll === undefined
           ? this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority)
-          : this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority, { wait });
+          : this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority, {
+              wait,
+              signal: poll.signal,
+            });
     } catch (e) {
       claimed = Promise.reject(e);
     }
     claimed.then(
       (leases) => {
         this.#claiming = false;
-        this.#claimWaits = false;
+        this.#poll = undefined;
         if (!Array.isArray(leases)) leases = [];
         if (this.#stopping) {
           for (const l of leases) this.#release(l);
@@ -354,14 +359,15 @@ class Loop<E> {
       },
       (e) => {
         this.#claiming = false;
-        this.#claimWaits = false;
-        this.#report(e, { phase: "claim" });
+        this.#poll = undefined;
+        // A long poll we cut short ourselves, on stopping, is no error.
+        if (!poll?.signal.aborted) this.#report(e, { phase: "claim" });
         if (e instanceof QueueError && e.code === "CLOSED") {
           // A closed queue stays closed: nothing left to claim from.
           this.#stop();
         } else {
           this.#emptyClaims++;
-          this.#idle(true);
+          this.#idle(true, true);
         }
         this.#pump();
       },
@@ -369,11 +375,11 @@ class Loop<E> {
   }
 
   /** Pauses claiming until a handler finishes or the idle delay passes (or long-polls, where the queue can). */
-  #idle(empty: boolean): void {
+  #idle(empty: boolean, failed = false): void {
     this.#starved = true;
     clearTimeout(this.#idleTimer);
     const maxWait = this.#queue.maxClaimWait;
-    if (empty && this.#jobs.size === 0 && typeof maxWait === "number" && maxWait > 0) {
+    if (empty && !failed && this.#jobs.size === 0 && typeof maxWait === "number" && maxWait > 0) {
       // Nothing running to wake us: let the server wait for a message instead of polling.
       this.#starved = false;
       this.#claim(Math.min(this.#o.concurrency, MAX_CLAIM), maxWait);
@@ -544,6 +550,7 @@ class Loop<E> {
     this.#stopping = true;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
+    this.#poll?.abort(new QueueError("CLOSED", "consume() is stopping"));
     if (this.#jobs.size > 0) this.#graceTimer = setTimeout(() => this.#abandon(), this.#o.graceMs);
     this.#schedule();
   }

@@ -422,6 +422,60 @@ describe("consume() over sqld", () => {
     }
   });
 
+  it("long-polls a queue that can wait for messages instead of polling it, and cuts the poll short on stop", async () => {
+    const t = await fresh();
+    const waits: (number | undefined)[] = [];
+    let cut = 0;
+    // A queue whose claims can wait server-side (what the HTTP client's `wait` will do), over the transport.
+    const longPolling: ConsumerQueue = {
+      maxClaimWait: 20,
+      claimMany: async <E>(
+        w: string,
+        v: number,
+        n: number,
+        p?: number,
+        o?: { wait?: number; signal?: AbortSignal },
+      ) => {
+        waits.push(o?.wait);
+        const until = Date.now() + (o?.wait ?? 0) * 1000;
+        for (;;) {
+          const leases = await t.claimMany<E>(w, v, n, p);
+          if (leases.length > 0 || Date.now() >= until) return leases;
+          if (o?.signal?.aborted) {
+            cut++;
+            throw o.signal.reason;
+          }
+          await sleep(10);
+        }
+      },
+      ack: (l) => t.ack(l),
+      nack: (l, d) => t.nack(l, d),
+      extend: (l, v) => t.extend(l, v),
+    };
+    const ctl = new AbortController();
+    const handled: unknown[] = [];
+    const errors = errorLog();
+    const done = consume(longPolling, (e) => void handled.push(e), {
+      workerId: "lp",
+      concurrency: 4,
+      signal: ctl.signal,
+      onError: errors.onError,
+    });
+    await waitFor(async () => waits.includes(20), { what: "a long poll" });
+    await t.publish("late", { late: true });
+    await waitFor(async () => handled.length === 1, { what: "the late message handled" });
+    // Back to waiting on the server; stopping cuts that poll short rather than waiting 20 s for it.
+    await waitFor(async () => waits.filter((w) => w === 20).length === 2, { what: "a second long poll" });
+    ctl.abort();
+    const summary = await done;
+    expect(summary.acked).toBe(1);
+    expect(cut).toBe(1);
+    expect(errors.log).toEqual([]);
+    // A claim that may find work at once (the first; the one carrying the ack) does not wait; an idle
+    // consumer's next claim does, and nothing polls in between.
+    expect(waits).toEqual([undefined, 20, undefined, 20]);
+  });
+
   it("refuses bad options by name, before claiming anything", async () => {
     const t = await fresh();
     await t.publish("g", {});
