@@ -287,9 +287,11 @@ class Loop<E> {
       this.#stop();
       return;
     }
-    o.signal?.addEventListener("abort", () => this.#stop(), { once: true });
+    o.signal?.addEventListener("abort", this.#onAbort, { once: true });
     this.#pump();
   }
+
+  readonly #onAbort = () => this.#stop();
 
   #schedule(): void {
     if (this.#scheduled) return;
@@ -571,6 +573,7 @@ class Loop<E> {
     if (this.#claiming || this.#jobs.size > 0 || this.#settles.length > 0 || this.#ops.size > 0) return;
     this.#finished = true;
     clearTimeout(this.#graceTimer);
+    this.#o.signal?.removeEventListener("abort", this.#onAbort);
     this.#resolve({ ...this.#summary });
   }
 }

@@ -232,13 +232,13 @@ describe("consume() over sqld", () => {
     let abortedSignal = false;
     const handler = async (event: { slow: boolean }, lease: Lease<{ slow: boolean }>, ctx: { signal: AbortSignal }) => {
       handledBy.push(lease.workerId);
-      // 2.6 visibilities: without heartbeats the lease lapses after 1 s and the other consumer takes it.
-      if (event.slow) await sleep(2600);
+      // 2.1 visibilities: without heartbeats the lease lapses after 2 s and the other consumer takes it.
+      if (event.slow) await sleep(4200);
       abortedSignal ||= ctx.signal.aborted;
       ctl.abort();
     };
     const other = await open();
-    const opts = { visibility: 1, signal: ctl.signal, idleBackoff: { minMs: 20, maxMs: 50 } };
+    const opts = { visibility: 2, signal: ctl.signal, idleBackoff: { minMs: 20, maxMs: 50 } };
     const errors = errorLog();
     const [a, b] = await Promise.all([
       consume(t, handler, { ...opts, workerId: "a", onError: errors.onError }),
@@ -385,7 +385,8 @@ describe("consume() over sqld", () => {
     const port = Number(new URL(inject("sqldUrl")).port);
     const proxy = await startProxy(port);
     try {
-      const t = await open({ timeoutMs: 300, requestTimeoutMs: 200 }, proxy.url);
+      // Calls give up after 1 s of refused connections (each retried with backoff meanwhile).
+      const t = await open({ timeoutMs: 1000 }, proxy.url);
       await direct.publishMany(Array.from({ length: 3 }, (_, i) => ({ groupId: `g${i}`, event: { i } })));
       proxy.refuse = true;
       proxy.cutAll();
