@@ -853,6 +853,7 @@ async function main() {
     writeFileSync(md, next);
     progress("updated BENCHMARKS.md");
   }
+  if (!process.argv.includes("--no-pgboss")) await (await import("./bench/pgboss.js")).pgbossBench({ quick: QUICK });
 }
 
 await main();

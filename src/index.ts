@@ -1,3 +1,13 @@
+export type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  ConsumePhase,
+  ConsumerQueue,
+  ConsumeSummary,
+  Handler,
+  HandlerContext,
+} from "./client/consume.js";
+export { consume } from "./client/consume.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
 export type {

@@ -7,6 +7,7 @@ import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
 import { backoff, Committer, type WriteSpec, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { LocalWrites, localOf } from "./local.js";
+import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
 import type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
@@ -417,7 +418,8 @@ function clientConfig(database: string, o: TransportOptions, opts: typeof DEFAUL
   if (o.synchronous !== undefined && o.synchronous !== "full" && o.synchronous !== "normal") {
     throw invalid("options.synchronous", `must be "full" or "normal", got ${JSON.stringify(o.synchronous)}`);
   }
-  const base = o.fetch ?? globalThis.fetch;
+  // In Node, keep-alive connections without Nagle's delay (node-fetch.ts); elsewhere the platform's fetch.
+  const base = o.fetch ?? nodeFetch() ?? globalThis.fetch;
   const timeoutFetch = (input: RequestInfo | URL, init?: RequestInit) =>
     base(input, { ...init, signal: AbortSignal.timeout(opts.requestTimeoutMs) });
   return {

@@ -1,0 +1,579 @@
+/**
+ * consume(): the claim → handle → ack / nack / extend loop that every user of the queue would
+ * otherwise write by hand, with its retries, heartbeats and graceful stop.
+ *
+ * Runs anywhere (Node, Workers, Deno, browsers): it needs only a queue with `claimMany`, `ack`,
+ * `nack` and `extend` — a LibsqlTransport, or the HTTP client.
+ *
+ * One round trip per message: the acks (and nacks) of handlers that finished are sent in the same
+ * tick as the claim that refills their slots, so that the library's group commit carries them in
+ * one batch (and the HTTP client in one request). A steady consumer pays one database round trip
+ * per message, not two.
+ */
+import { invalid, QueueError } from "../core/errors.js";
+import type { Lease } from "../core/transport.js";
+import { checkDelay, checkPositiveSeconds, checkPriority, checkWorkerId, describe } from "../core/validate.js";
+
+/** What consume() needs of a queue. `LibsqlTransport` is one. */
+export interface ConsumerQueue {
+  /**
+   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
+   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
+   * no leases, or an error) when `signal` aborts, which consume() does when it stops.
+   */
+  claimMany<E = unknown>(
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority?: number,
+    options?: { wait?: number; signal?: AbortSignal },
+  ): Promise<Lease<E>[]>;
+  ack(lease: Lease<unknown>): Promise<unknown>;
+  /** May answer `{ deadLettered: true }` when the message used its last attempt. */
+  nack(lease: Lease<unknown>, delay?: number): Promise<unknown>;
+  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  /**
+   * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
+   * with it instead of sleeping between claims.
+   */
+  readonly maxClaimWait?: number;
+}
+
+export interface HandlerContext {
+  /**
+   * Aborted when this lease is lost (a heartbeat found it fenced off: another worker may have the
+   * message now) or when the consumer's grace period ran out. A handler that can stop early should.
+   */
+  signal: AbortSignal;
+}
+
+export type Handler<E> = (event: E, lease: Lease<E>, context: HandlerContext) => unknown;
+
+export type ConsumePhase = "handler" | "claim" | "ack" | "nack" | "extend";
+
+export interface ConsumeErrorContext {
+  phase: ConsumePhase;
+  /** The lease concerned (absent for a claim). */
+  lease?: Lease<unknown>;
+}
+
+export interface ConsumeOptions {
+  /** Names this consumer in the leases it holds. */
+  workerId: string;
+  /** Handlers running at once, and so leases held at once (default 1; at most 1000). */
+  concurrency?: number;
+  /** Seconds a lease lasts before a heartbeat renews it (default 30). */
+  visibility?: number;
+  /** Only claim from groups of at least this priority (default 0). */
+  minPriority?: number;
+  /** Aborting it stops the loop gracefully (see `graceMs`); consume() then resolves. */
+  signal?: AbortSignal;
+  /**
+   * Delay (seconds) before a message whose handler threw is delivered again: `initial * factor^(attempts-1)`,
+   * at most `max` (defaults 1, 2, 300), or a function of the delivery's attempt count and the error.
+   * The queue's `maxAttempts` decides when a message goes to the dead letters instead.
+   */
+  backoff?: { initial?: number; factor?: number; max?: number } | ((attempts: number, error: unknown) => number);
+  /**
+   * Pause between claims that found nothing, in ms: from `minMs`, doubling per empty claim, up to
+   * `maxMs` (defaults 50 and 1000). A handler finishing ends the pause at once (its ack may have
+   * freed its group's next message).
+   */
+  idleBackoff?: { minMs?: number; maxMs?: number };
+  /**
+   * After `signal` aborts, how long running handlers get to finish (ms, default 30 000). Past it
+   * consume() resolves; the leases of handlers still running are neither acked nor released: their
+   * heartbeats stop and they lapse after at most `visibility` seconds, so the message is never handed
+   * to another worker while a handler of ours may still be working on it.
+   */
+  graceMs?: number;
+  /** Every error the loop meets (a handler's throw included). The loop carries on. Default: console.error. */
+  onError?: (error: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** What a stopped consumer did. */
+export interface ConsumeSummary {
+  /** Messages handled and acked. */
+  acked: number;
+  /** Handlers that threw, their leases nacked for a later retry (or the dead letters). */
+  nacked: number;
+  /** Of those, messages that had used their last attempt and went to the dead letters. */
+  deadLettered: number;
+  /** Leases claimed while stopping, given back at once without running a handler. */
+  released: number;
+  /** Leases fenced off while their handler ran (found by a heartbeat): neither acked nor nacked. */
+  lost: number;
+  /** Handlers still running when the grace period ended: their leases were left to lapse. */
+  abandoned: number;
+}
+
+const DEFAULTS = {
+  concurrency: 1,
+  visibility: 30,
+  minPriority: 0,
+  backoff: { initial: 1, factor: 2, max: 300 },
+  idleMinMs: 50,
+  idleMaxMs: 1000,
+  graceMs: 30_000,
+};
+/** Most leases one claimMany may ask for (the library's MAX_CLAIM_BATCH). */
+const MAX_CLAIM = 100;
+const MAX_CONCURRENCY = 1000;
+
+interface Resolved {
+  workerId: string;
+  concurrency: number;
+  visibility: number;
+  minPriority: number;
+  retryDelay: (attempts: number, error: unknown) => number;
+  idleMinMs: number;
+  idleMaxMs: number;
+  graceMs: number;
+  signal: AbortSignal | undefined;
+  onError: (error: unknown, context: ConsumeErrorContext) => void;
+}
+
+/**
+ * Runs `handler` on the messages of `queue` until `options.signal` aborts; resolves (never rejects
+ * for a handler's or the database's failure: those go to `onError`) once the loop has stopped.
+ * Rejects only for invalid arguments, before anything is claimed.
+ */
+export async function consume<E = unknown>(
+  queue: ConsumerQueue,
+  handler: Handler<E>,
+  options: ConsumeOptions,
+): Promise<ConsumeSummary> {
+  if (typeof queue !== "object" || queue === null) throw invalid("queue", `must be a queue, got ${describe(queue)}`);
+  for (const m of ["claimMany", "ack", "nack", "extend"] as const) {
+    if (typeof queue[m] !== "function") throw invalid("queue", `has no ${m}() method`);
+  }
+  if (typeof handler !== "function") throw invalid("handler", `must be a function, got ${describe(handler)}`);
+  const opts = resolveOptions(options);
+  return new Loop<E>(queue, handler, opts).done;
+}
+
+function resolveOptions(o: ConsumeOptions): Resolved {
+  if (typeof o !== "object" || o === null) throw invalid("options", `must be an object, got ${describe(o)}`);
+  const int = (field: string, v: unknown, d: number, min: number, max: number): number => {
+    if (v === undefined) return d;
+    if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+      throw invalid(`options.${field}`, `must be an integer from ${min} to ${max}, got ${describe(v)}`);
+    }
+    return v;
+  };
+  const obj = <T>(field: string, v: T | undefined): Partial<T> => {
+    if (v === undefined) return {};
+    if (typeof v !== "object" || v === null) throw invalid(`options.${field}`, `must be an object, got ${describe(v)}`);
+    return v;
+  };
+
+  let retryDelay: Resolved["retryDelay"];
+  if (typeof o.backoff === "function") {
+    const f = o.backoff;
+    retryDelay = (attempts, error) => checkDelay("options.backoff()", f(attempts, error));
+  } else {
+    const b = obj("backoff", o.backoff);
+    const initial =
+      b.initial === undefined ? DEFAULTS.backoff.initial : checkDelay("options.backoff.initial", b.initial);
+    const max = b.max === undefined ? DEFAULTS.backoff.max : checkDelay("options.backoff.max", b.max);
+    const factor = b.factor ?? DEFAULTS.backoff.factor;
+    if (typeof factor !== "number" || !Number.isFinite(factor) || factor < 1) {
+      throw invalid("options.backoff.factor", `must be a finite number >= 1, got ${describe(factor)}`);
+    }
+    if (max < initial) throw invalid("options.backoff.max", `must be >= options.backoff.initial (${initial})`);
+    retryDelay = (attempts) => Math.min(max, initial * factor ** Math.max(0, attempts - 1));
+  }
+
+  const idle = obj("idleBackoff", o.idleBackoff);
+  const idleMinMs = int("idleBackoff.minMs", idle.minMs, DEFAULTS.idleMinMs, 1, 3_600_000);
+  const idleMaxMs = int("idleBackoff.maxMs", idle.maxMs, Math.max(DEFAULTS.idleMaxMs, idleMinMs), 1, 3_600_000);
+  if (idleMaxMs < idleMinMs) {
+    throw invalid("options.idleBackoff.maxMs", `must be >= options.idleBackoff.minMs (${idleMinMs})`);
+  }
+
+  const signal = o.signal;
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw invalid("options.signal", `must be an AbortSignal, got ${describe(signal)}`);
+  }
+  if (o.onError !== undefined && typeof o.onError !== "function") {
+    throw invalid("options.onError", `must be a function, got ${describe(o.onError)}`);
+  }
+  return {
+    workerId: checkWorkerId("options.workerId", o.workerId),
+    concurrency: int("concurrency", o.concurrency, DEFAULTS.concurrency, 1, MAX_CONCURRENCY),
+    visibility:
+      o.visibility === undefined ? DEFAULTS.visibility : checkPositiveSeconds("options.visibility", o.visibility),
+    minPriority:
+      o.minPriority === undefined ? DEFAULTS.minPriority : checkPriority("options.minPriority", o.minPriority),
+    retryDelay,
+    idleMinMs,
+    idleMaxMs,
+    graceMs: int("graceMs", o.graceMs, DEFAULTS.graceMs, 0, 24 * 3_600_000),
+    signal,
+    onError: o.onError ?? defaultOnError,
+  };
+}
+
+function isAbortSignal(v: unknown): v is AbortSignal {
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof (v as AbortSignal).aborted === "boolean" &&
+    typeof (v as AbortSignal).addEventListener === "function"
+  );
+}
+
+function defaultOnError(error: unknown, context: ConsumeErrorContext): void {
+  const where = context.lease ? ` (message ${context.lease.seq} of group ${context.lease.groupId})` : "";
+  console.error(`turso-queue consume(): ${context.phase} failed${where}:`, error);
+}
+
+const isFenced = (e: unknown) => e instanceof QueueError && (e.code === "LEASE_LOST" || e.code === "LEASE_NOT_FOUND");
+
+/**
+ * After the current macrotask: handlers that finish in the same tick (say, a claim's worth of quick
+ * ones) are settled together, with one claim.
+ */
+const soon: (f: () => void) => void = (() => {
+  const si = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  return typeof si === "function" ? (f) => void si(f) : (f) => void setTimeout(f, 0);
+})();
+
+interface Job<E> {
+  lease: Lease<E>;
+  ctl: AbortController;
+  heartbeat: ReturnType<typeof setTimeout> | undefined;
+  /** A heartbeat found the lease fenced off: do not ack or nack it. */
+  fenced: boolean;
+  /** Over: finished, or abandoned at the end of the grace period. */
+  over: boolean;
+}
+
+type Settle = { kind: "ack"; lease: Lease<unknown> } | { kind: "nack"; lease: Lease<unknown>; delay: number };
+
+class Loop<E> {
+  readonly done: Promise<ConsumeSummary>;
+  readonly #queue: ConsumerQueue;
+  readonly #handler: Handler<E>;
+  readonly #o: Resolved;
+  readonly #summary: ConsumeSummary = { acked: 0, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 };
+  #resolve!: (s: ConsumeSummary) => void;
+
+  readonly #jobs = new Set<Job<E>>();
+  /** Acks and nacks waiting for the next claim (or for the next tick, when no claim is coming). */
+  #settles: Settle[] = [];
+  /** Acks, nacks and releases sent and not answered yet: stopping waits for them. */
+  readonly #ops = new Set<Promise<unknown>>();
+  #claiming = false;
+  /** The claim in flight is a long poll (settles must not wait for it); aborted when stopping. */
+  #poll: AbortController | undefined;
+  /** The last claim came back short: wait for a handler to finish, or for the idle timer. */
+  #starved = false;
+  #emptyClaims = 0;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #scheduled = false;
+  #stopping = false;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #finished = false;
+
+  constructor(queue: ConsumerQueue, handler: Handler<E>, o: Resolved) {
+    this.#queue = queue;
+    this.#handler = handler;
+    this.#o = o;
+    this.done = new Promise((resolve) => {
+      this.#resolve = resolve;
+    });
+    if (o.signal?.aborted) {
+      this.#stop();
+      return;
+    }
+    o.signal?.addEventListener("abort", this.#onAbort, { once: true });
+    this.#pump();
+  }
+
+  readonly #onAbort = () => this.#stop();
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    soon(() => {
+      this.#scheduled = false;
+      this.#pump();
+    });
+  }
+
+  /** Decides what to send now. Every state change ends here (directly or through #schedule). */
+  #pump(): void {
+    if (this.#finished) return;
+    if (this.#stopping) {
+      this.#flushSettles();
+      this.#maybeFinish();
+      return;
+    }
+    if (this.#claiming) {
+      if (this.#poll) this.#flushSettles();
+      return;
+    }
+    const free = this.#o.concurrency - this.#jobs.size;
+    if (free <= 0 || this.#starved) {
+      this.#flushSettles();
+      return;
+    }
+    // The settles and the claim leave in the same tick: one batch, one round trip.
+    this.#flushSettles();
+    this.#claim(Math.min(free, MAX_CLAIM), undefined);
+  }
+
+  #claim(n: number, wait: number | undefined): void {
+    this.#claiming = true;
+    const poll = wait === undefined ? undefined : new AbortController();
+    this.#poll = poll;
+    const sentAt = Date.now();
+    let claimed: Promise<Lease<E>[]>;
+    try {
+      claimed =
+        poll === undefined
+          ? this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority)
+          : this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority, {
+              wait,
+              signal: poll.signal,
+            });
+    } catch (e) {
+      claimed = Promise.reject(e);
+    }
+    claimed.then(
+      (leases) => {
+        this.#claiming = false;
+        this.#poll = undefined;
+        if (!Array.isArray(leases)) leases = [];
+        if (this.#stopping) {
+          for (const l of leases) this.#release(l);
+        } else {
+          if (leases.length < n) {
+            this.#emptyClaims = leases.length === 0 ? this.#emptyClaims + 1 : 0;
+            this.#idle(leases.length === 0);
+          } else {
+            this.#emptyClaims = 0;
+          }
+          for (const l of leases) this.#start(l, sentAt);
+        }
+        this.#pump();
+      },
+      (e) => {
+        this.#claiming = false;
+        this.#poll = undefined;
+        // A long poll we cut short ourselves, on stopping, is no error.
+        if (!poll?.signal.aborted) this.#report(e, { phase: "claim" });
+        if (e instanceof QueueError && e.code === "CLOSED") {
+          // A closed queue stays closed: nothing left to claim from.
+          this.#stop();
+        } else {
+          this.#emptyClaims++;
+          this.#idle(true, true);
+        }
+        this.#pump();
+      },
+    );
+  }
+
+  /** Pauses claiming until a handler finishes or the idle delay passes (or long-polls, where the queue can). */
+  #idle(empty: boolean, failed = false): void {
+    this.#starved = true;
+    clearTimeout(this.#idleTimer);
+    const maxWait = this.#queue.maxClaimWait;
+    if (empty && !failed && this.#jobs.size === 0 && typeof maxWait === "number" && maxWait > 0) {
+      // Nothing running to wake us: let the server wait for a message instead of polling.
+      this.#starved = false;
+      this.#claim(Math.min(this.#o.concurrency, MAX_CLAIM), maxWait);
+      return;
+    }
+    const base = empty
+      ? Math.min(this.#o.idleMaxMs, this.#o.idleMinMs * 2 ** (this.#emptyClaims - 1))
+      : this.#o.idleMinMs;
+    // Jitter, so that idle consumers do not poll in step.
+    const delay = base * (0.5 + Math.random() / 2);
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      this.#starved = false;
+      this.#pump();
+    }, delay);
+  }
+
+  #wake(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    this.#starved = false;
+    this.#schedule();
+  }
+
+  #start(lease: Lease<E>, claimSentAt: number): void {
+    const job: Job<E> = { lease, ctl: new AbortController(), heartbeat: undefined, fenced: false, over: false };
+    this.#jobs.add(job);
+    this.#beatAfter(job, claimSentAt + (this.#o.visibility * 1000) / 2 - Date.now());
+    new Promise((resolve) => resolve(this.#handler(lease.event, lease, { signal: job.ctl.signal }))).then(
+      () => this.#finish(job, undefined, false),
+      (e) => this.#finish(job, e, true),
+    );
+  }
+
+  #finish(job: Job<E>, error: unknown, failed: boolean): void {
+    if (job.over) return; // abandoned at the end of the grace period: its lease lapses
+    job.over = true;
+    clearTimeout(job.heartbeat);
+    this.#jobs.delete(job);
+    if (failed) this.#report(error, { phase: "handler", lease: job.lease });
+    if (job.fenced) {
+      this.#summary.lost++;
+    } else if (failed) {
+      let delay: number;
+      try {
+        delay = this.#o.retryDelay(job.lease.attempts, error);
+      } catch (e) {
+        this.#report(e, { phase: "nack", lease: job.lease });
+        delay = DEFAULTS.backoff.initial;
+      }
+      this.#settles.push({ kind: "nack", lease: job.lease, delay });
+    } else {
+      this.#settles.push({ kind: "ack", lease: job.lease });
+    }
+    this.#wake();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // heartbeats
+
+  #beatAfter(job: Job<E>, ms: number): void {
+    job.heartbeat = setTimeout(() => this.#beat(job), Math.max(0, ms));
+  }
+
+  #beat(job: Job<E>): void {
+    if (job.over) return;
+    const sentAt = Date.now();
+    const visMs = this.#o.visibility * 1000;
+    let extended: Promise<Lease<E>>;
+    try {
+      extended = this.#queue.extend(job.lease, this.#o.visibility);
+    } catch (e) {
+      extended = Promise.reject(e);
+    }
+    extended.then(
+      (l) => {
+        if (job.over) return;
+        if (l && typeof l.expiresAt === "number") job.lease = { ...job.lease, expiresAt: l.expiresAt };
+        this.#beatAfter(job, sentAt + visMs / 2 - Date.now());
+      },
+      (e) => {
+        if (job.over) return;
+        this.#report(e, { phase: "extend", lease: job.lease });
+        if (isFenced(e)) {
+          // Fenced off: someone else may hold the message now. Stop extending; tell the handler.
+          job.fenced = true;
+          job.ctl.abort(e);
+          return;
+        }
+        // Transient: try again well before the lease lapses.
+        this.#beatAfter(job, Math.min(1000, visMs / 10));
+      },
+    );
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // acks, nacks, releases
+
+  #flushSettles(): void {
+    if (this.#settles.length === 0) return;
+    const settles = this.#settles;
+    this.#settles = [];
+    for (const s of settles) {
+      if (s.kind === "ack") {
+        this.#track(
+          this.#call(() => this.#queue.ack(s.lease)).then(
+            () => {
+              this.#summary.acked++;
+            },
+            (e) => this.#report(e, { phase: "ack", lease: s.lease }),
+          ),
+        );
+      } else {
+        this.#track(
+          this.#call(() => this.#queue.nack(s.lease, s.delay)).then(
+            (r) => {
+              this.#summary.nacked++;
+              if ((r as { deadLettered?: unknown } | undefined)?.deadLettered === true) this.#summary.deadLettered++;
+            },
+            (e) => this.#report(e, { phase: "nack", lease: s.lease }),
+          ),
+        );
+      }
+    }
+  }
+
+  /** Gives back a lease that no handler will run (claimed while stopping). */
+  #release(lease: Lease<E>): void {
+    this.#track(
+      this.#call(() => this.#queue.nack(lease, 0)).then(
+        () => {
+          this.#summary.released++;
+        },
+        (e) => this.#report(e, { phase: "nack", lease }),
+      ),
+    );
+  }
+
+  #call<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return Promise.resolve(f());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  #track(p: Promise<unknown>): void {
+    this.#ops.add(p);
+    void p.finally(() => {
+      this.#ops.delete(p);
+      this.#maybeFinish();
+    });
+  }
+
+  #report(error: unknown, context: ConsumeErrorContext): void {
+    try {
+      this.#o.onError(error, context);
+    } catch {
+      // A throwing onError must not stop the loop.
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // stopping
+
+  #stop(): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    this.#poll?.abort(new QueueError("CLOSED", "consume() is stopping"));
+    if (this.#jobs.size > 0) this.#graceTimer = setTimeout(() => this.#abandon(), this.#o.graceMs);
+    this.#schedule();
+  }
+
+  #abandon(): void {
+    for (const job of this.#jobs) {
+      job.over = true;
+      clearTimeout(job.heartbeat);
+      job.ctl.abort(new QueueError("CLOSED", "consume() stopped: the grace period ended before this handler did"));
+      this.#summary.abandoned++;
+    }
+    this.#jobs.clear();
+    this.#pump();
+  }
+
+  #maybeFinish(): void {
+    if (!this.#stopping || this.#finished) return;
+    if (this.#claiming || this.#jobs.size > 0 || this.#settles.length > 0 || this.#ops.size > 0) return;
+    this.#finished = true;
+    clearTimeout(this.#graceTimer);
+    this.#o.signal?.removeEventListener("abort", this.#onAbort);
+    this.#resolve({ ...this.#summary });
+  }
+}

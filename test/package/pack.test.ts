@@ -1,0 +1,341 @@
+/**
+ * The package as a user gets it: `npm pack` on a clean copy of the repo (its `prepare` builds dist/),
+ * then `npm install <tarball>` into a fresh project (npm cache first, the registry only for what is
+ * missing), where an ESM script, a CommonJS script, the README's examples and `tsc` (nodenext and
+ * bundler resolution) use every entry.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { LibsqlTransport } from "../../src/index.js";
+import { resetDatabase } from "../support/db.js";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const run = promisify(execFile);
+const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+  version: string;
+  dependencies: Record<string, string>;
+};
+
+/** The environment without what `npm test` itself set (npm_config_*, npm_package_*): a user's shell. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v;
+  return { ...env, ...extra };
+}
+
+let work: string;
+let app: string;
+let tarball: string;
+let packed: string[];
+let admin: LibsqlTransport;
+
+/** Runs `file` with node in the consumer project; returns stdout (throws with stderr on failure). */
+async function node(args: string[], env: Record<string, string> = {}): Promise<string> {
+  try {
+    const { stdout } = await run(process.execPath, args, { cwd: app, env: cleanEnv(env), timeout: 60_000 });
+    return stdout;
+  } catch (e) {
+    const err = e as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`node ${args.join(" ")} failed: ${err.message}\n${err.stdout ?? ""}\n${err.stderr ?? ""}`);
+  }
+}
+
+/** The code block that follows `<!-- example: <name> ... -->` in the README. */
+function readmeExample(name: string): string {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const at = readme.indexOf(`<!-- example: ${name}`);
+  expect(at, `README example ${name}`).toBeGreaterThanOrEqual(0);
+  const m = /```[a-z]*\n([\s\S]*?)```/.exec(readme.slice(at));
+  if (!m) throw new Error(`no code block after the README marker for ${name}`);
+  return m[1] as string;
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "turso-queue-pack-"));
+  // A clean copy of what a clone holds (tracked files, plus new ones not ignored), sharing node_modules.
+  const clone = join(work, "clone");
+  const { stdout } = await run("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
+    cwd: ROOT,
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  for (const f of stdout.split("\0")) {
+    if (f === "" || !existsSync(join(ROOT, f))) continue;
+    mkdirSync(dirname(join(clone, f)), { recursive: true });
+    cpSync(join(ROOT, f), join(clone, f));
+  }
+  expect(existsSync(join(clone, "dist")), "a clean copy has no dist/").toBe(false);
+  symlinkSync(join(ROOT, "node_modules"), join(clone, "node_modules"), "dir");
+
+  // The repo's .npmrc turns lifecycle scripts off for installs; a release packs with them on.
+  const tgzDir = join(work, "tgz");
+  mkdirSync(tgzDir);
+  await run("npm", ["pack", "--ignore-scripts=false", "--pack-destination", tgzDir], {
+    cwd: clone,
+    env: cleanEnv(),
+    timeout: 180_000,
+  });
+  const [name] = readdirSync(tgzDir).filter((f) => f.endsWith(".tgz"));
+  tarball = join(tgzDir, name as string);
+  packed = (await run("tar", ["-tzf", tarball])).stdout
+    .split("\n")
+    .filter(Boolean)
+    .map((p) => p.replace(/^package\//, ""));
+
+  // A fresh project installs the tarball, and hono (for mounting the API), as the README says.
+  app = join(work, "app");
+  mkdirSync(app);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
+  await run(
+    "npm",
+    ["install", tarball, `hono@${pkg.dependencies.hono}`, "--prefer-offline", "--no-audit", "--no-fund"],
+    { cwd: app, env: cleanEnv(), timeout: 180_000 },
+  );
+
+  admin = await LibsqlTransport.create(inject("sqldUrl"));
+  await resetDatabase(admin.client);
+}, 300_000);
+
+afterAll(() => {
+  admin?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe("npm pack → npm install → import", () => {
+  it("the tarball holds the built entries with their types, and nothing else", () => {
+    for (const f of [
+      "package.json",
+      "README.md",
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/client/index.js",
+      "dist/client/index.d.ts",
+      "dist/hono.js",
+      "dist/hono.d.ts",
+    ]) {
+      expect(packed, f).toContain(f);
+    }
+    const stray = packed.filter((p) => !["package.json", "README.md"].includes(p) && !/^dist\/.+\.(js|d\.ts)$/.test(p));
+    expect(stray, "files that should not ship").toEqual([]);
+    expect(
+      packed.filter((p) => /worker/i.test(p)),
+      "the Worker bundle",
+    ).toEqual([]);
+  });
+
+  it("turso-queue/client imports nothing but its own files (no Node-only module)", () => {
+    const base = join(app, "node_modules", "turso-queue", "dist");
+    const seen = new Set<string>();
+    const outside: string[] = [];
+    const walk = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const code = readFileSync(file, "utf8");
+      for (const m of code.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["']([^"']+)["']/g)) {
+        const spec = m[1] as string;
+        if (spec.startsWith(".")) walk(resolve(dirname(file), spec));
+        else outside.push(`${file.slice(base.length + 1)} -> ${spec}`);
+      }
+    };
+    walk(join(base, "client", "index.js"));
+    expect(outside).toEqual([]);
+    expect(seen.size).toBeGreaterThan(2);
+  });
+
+  it("an ESM project imports every entry and consumes messages over sqld", async () => {
+    writeFileSync(
+      join(app, "esm.mjs"),
+      `import assert from "node:assert/strict";
+import { consume, LibsqlTransport, QueueError } from "turso-queue";
+import * as client from "turso-queue/client";
+import * as hono from "turso-queue/hono";
+
+assert.equal(client.consume, consume, "one consume() for both entries");
+assert.equal(client.QueueError, QueueError, "one QueueError class");
+for (const f of ["createApp", "sharedTransports", "perRequestTransports"]) assert.equal(typeof hono[f], "function", f);
+const q = await LibsqlTransport.create(process.env.SQLD_URL);
+await q.publishMany([0, 1, 2].map((n) => ({ groupId: "esm", event: { n } })));
+const stop = new AbortController();
+const seen = [];
+const summary = await client.consume(q, (e) => { seen.push(e.n); if (seen.length === 3) stop.abort(); },
+  { workerId: "esm", concurrency: 4, signal: stop.signal });
+assert.deepEqual(seen, [0, 1, 2]);
+assert.equal(summary.acked, 3);
+await assert.rejects(consume(q, () => {}, { workerId: "" }), (e) => e instanceof QueueError && e.field === "options.workerId");
+q.close();
+console.log("esm ok");
+`,
+    );
+    expect(await node(["esm.mjs"], { SQLD_URL: inject("sqldUrl") })).toContain("esm ok");
+  });
+
+  it("a CommonJS project require()s every entry (Node's require(esm)) and uses it", async () => {
+    writeFileSync(
+      join(app, "cjs.cjs"),
+      `const assert = require("node:assert/strict");
+const { LibsqlTransport, consume, QueueError } = require("turso-queue");
+const client = require("turso-queue/client");
+const hono = require("turso-queue/hono");
+assert.equal(client.consume, consume);
+assert.equal(client.QueueError, QueueError);
+assert.equal(typeof hono.createApp, "function");
+(async () => {
+  const q = await LibsqlTransport.create(process.env.SQLD_URL);
+  const seq = await q.publish("cjs", { ok: true });
+  const lease = await q.claim("cjs", 30);
+  assert.equal(lease.seq, seq);
+  await q.ack(lease);
+  q.close();
+  console.log("cjs ok");
+})().catch((e) => { console.error(e); process.exit(1); });
+`,
+    );
+    expect(await node(["cjs.cjs"], { SQLD_URL: inject("sqldUrl") })).toContain("cjs ok");
+  });
+
+  it("tsc type-checks every entry with nodenext (ESM and CommonJS files) and bundler resolution", async () => {
+    const use = `import { consume, type ConsumeOptions, type Lease, LibsqlTransport, QueueError } from "turso-queue";
+import { type ConsumerQueue, consume as consumeAnywhere, type ConsumeSummary } from "turso-queue/client";
+import { type AppEnv, createApp, perRequestTransports, sharedTransports } from "turso-queue/hono";
+import { Hono } from "hono";
+
+export async function main(): Promise<number> {
+  const t: LibsqlTransport = await LibsqlTransport.create(":memory:");
+  const queue: ConsumerQueue = t;
+  const options: ConsumeOptions = { workerId: "w", concurrency: 2 };
+  const summary: ConsumeSummary = await consumeAnywhere<{ n: number }>(queue, (event, lease: Lease<{ n: number }>) => {
+    const n: number = event.n + lease.seq;
+    return n;
+  }, options);
+  const app = new Hono();
+  app.route("/queue", createApp(perRequestTransports()));
+  const own: Hono<AppEnv> = createApp(sharedTransports(), { dbConcurrency: 2 });
+  const e: QueueError | undefined = undefined;
+  void consume; void own; void e;
+  return summary.acked;
+}
+`;
+    writeFileSync(join(app, "use.mts"), use);
+    writeFileSync(join(app, "use-bundler.ts"), use);
+    writeFileSync(
+      join(app, "use.cts"),
+      `import { consume, LibsqlTransport } from "turso-queue";
+import { consume as consumeAnywhere } from "turso-queue/client";
+import { createApp } from "turso-queue/hono";
+export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAnywhere, typeof createApp] =
+  [LibsqlTransport, consume, consumeAnywhere, createApp];
+`,
+    );
+    // A type error that must be reported, so that a passing check means the types were read.
+    writeFileSync(
+      join(app, "wrong.mts"),
+      `import { LibsqlTransport } from "turso-queue";\nexport const n: string = (await LibsqlTransport.create(":memory:")).writeStats.batches;\n`,
+    );
+    const base = {
+      target: "es2022",
+      strict: true,
+      noEmit: true,
+      lib: ["es2022", "dom"],
+      types: [],
+      skipLibCheck: false,
+    };
+    const config = (name: string, compilerOptions: object, files: string[]) =>
+      writeFileSync(join(app, name), JSON.stringify({ compilerOptions: { ...base, ...compilerOptions }, files }));
+    config("tsconfig.nodenext.json", { module: "nodenext", moduleResolution: "nodenext" }, ["use.mts", "use.cts"]);
+    config("tsconfig.bundler.json", { module: "esnext", moduleResolution: "bundler" }, ["use-bundler.ts"]);
+    config("tsconfig.wrong.json", { module: "nodenext", moduleResolution: "nodenext" }, ["wrong.mts"]);
+    const tsc = join(ROOT, "node_modules", "typescript", "bin", "tsc");
+    await node([tsc, "-p", "tsconfig.nodenext.json"]);
+    await node([tsc, "-p", "tsconfig.bundler.json"]);
+    await expect(node([tsc, "-p", "tsconfig.wrong.json"])).rejects.toThrow(/TS2322.*number.*string/);
+  });
+
+  it("the README's consumer example runs as written and stops cleanly on SIGTERM", async () => {
+    writeFileSync(join(app, "consumer.mjs"), readmeExample("consumer.mjs"));
+    await resetDatabase(admin.client);
+    await admin.publishMany([
+      ...[1, 2, 3].map((n) => ({ groupId: "orders", event: { order: n } })),
+      ...[1, 2].map((n) => ({ groupId: "emails", event: { mail: n } })),
+    ]);
+    const child: ChildProcess = spawn(process.execPath, ["consumer.mjs"], {
+      cwd: app,
+      env: cleanEnv({ TURSO_DATABASE_URL: inject("sqldUrl") }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr?.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (out.split("\n").filter((l) => / #\d+ attempt /.test(l)).length < 5) {
+        if (child.exitCode !== null) throw new Error(`the consumer exited early: ${out}\n${err}`);
+        if (Date.now() > deadline) throw new Error(`the consumer handled too little: ${out}\n${err}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+    const lines = out.split("\n");
+    expect(lines.filter((l) => l.startsWith("orders "))).toEqual([
+      'orders #1 attempt 1: {"order":1}',
+      'orders #2 attempt 1: {"order":2}',
+      'orders #3 attempt 1: {"order":3}',
+    ]);
+    expect(lines.filter((l) => l.startsWith("emails "))).toEqual([
+      'emails #4 attempt 1: {"mail":1}',
+      'emails #5 attempt 1: {"mail":2}',
+    ]);
+    const stopped = lines.find((l) => l.startsWith("stopped: "));
+    expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 5, nacked: 0, abandoned: 0 });
+    expect(err).toBe("");
+    expect((await admin.stats()).groups).toBe(0);
+  });
+
+  it("the README's Hono example mounts the API in another app", async () => {
+    writeFileSync(join(app, "hono-app.mjs"), readmeExample("hono-app.mjs"));
+    writeFileSync(
+      join(app, "drive-hono.mjs"),
+      `import assert from "node:assert/strict";
+import app from "./hono-app.mjs";
+const env = { TURSO_DATABASE_URL: process.env.SQLD_URL, QUEUE_TOKEN: "a-token-of-at-least-16-chars" };
+const auth = { authorization: "Bearer a-token-of-at-least-16-chars", "content-type": "application/json" };
+assert.equal(await (await app.request("/", {}, env)).text(), "my own app");
+assert.equal((await app.request("/queue/v1/stats", {}, env)).status, 401);
+const pub = await app.request("/queue/v1/groups/orders/messages",
+  { method: "POST", headers: auth, body: JSON.stringify({ event: { order: 7 } }) }, env);
+assert.equal(pub.status, 201, await pub.clone().text());
+const { seq } = await pub.json();
+const stats = await (await app.request("/queue/v1/stats", { headers: auth }, env)).json();
+assert.equal(stats.ready, 1);
+console.log(JSON.stringify({ seq }));
+`,
+    );
+    await resetDatabase(admin.client);
+    const out = await node(["drive-hono.mjs"], { SQLD_URL: inject("sqldUrl") });
+    const { seq } = JSON.parse(out.trim()) as { seq: number };
+    const lease = await admin.claim("check", 30);
+    expect(lease).toMatchObject({ seq, groupId: "orders", event: { order: 7 } });
+  });
+});
