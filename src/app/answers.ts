@@ -6,10 +6,11 @@ import type {
   DeadLetter as DeadLetterAnswer,
   DeadLetterPage,
   ExtendAnswer,
+  Group,
   Lease as LeaseAnswer,
   Stats,
 } from "../contract/types.js";
-import type { DeadLetter, Lease, LibsqlTransport, QueueStats } from "../core/transport.js";
+import type { DeadLetter, GroupInfo, Lease, LibsqlTransport, QueueStats } from "../core/transport.js";
 
 export function leaseAnswer(l: Lease): LeaseAnswer {
   return {
@@ -33,11 +34,22 @@ export function statsAnswer(s: QueueStats): Stats {
     waiting: s.waiting,
     in_flight: s.inFlight,
     parked: s.parked,
+    delayed: s.delayed,
     groups: s.groups,
     dead_letters: s.deadLetters,
     now: s.now,
   };
 }
+
+export const groupAnswer = (g: GroupInfo): Group => ({
+  group_id: g.groupId,
+  messages: g.messages,
+  priority: g.priority,
+  in_flight: g.inFlight,
+  parked: g.parked,
+  // The spec's tables store 0.0 for a group never claimed.
+  last_claimed_at: g.lastClaimedAt > 0 ? g.lastClaimedAt : null,
+});
 
 function deadLetterAnswer(d: DeadLetter): DeadLetterAnswer {
   return {

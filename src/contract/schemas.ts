@@ -263,14 +263,15 @@ const count = (description: string) => v.pipe(v.number(), v.integer(), v.minValu
 
 export const Stats = v.object({
   ready: count(
-    "Messages nothing holds back: not leased, not parked (a lapsed lease counts as not leased), in a group with no live lease and no park. At most one per group is delivered at a time: each such group's oldest is deliverable now, the rest follow it in order.",
+    "Messages deliverable now: the first message of each group whose first message holds no live lease, park or delay (a lapsed lease counts as deliverable). One per group, since a group delivers one message at a time.",
   ),
   waiting: count(
-    "Messages not leased or parked themselves, held back behind a live lease or a park in their group (one message in flight per group). They become ready when it is acked, nacked or lapses.",
+    "Messages queued behind an earlier message, a live lease, a park or a delay in their group. Each becomes ready when everything before it in its group is done.",
   ),
   in_flight: count("Live leases: claimed messages whose lease has not lapsed yet."),
-  parked: count(
-    "Messages nacked with a delay that has not passed yet; each blocks its group until then. `ready + waiting + in_flight + parked` is every message in the queue.",
+  parked: count("Messages nacked with a delay that has not passed yet; each holds its group until then."),
+  delayed: count(
+    "Messages published with a delay that has not passed yet; each holds its group from the moment it is the group's first. `ready + waiting + in_flight + parked + delayed` is every message in the queue.",
   ),
   groups: count("Groups holding at least one message."),
   dead_letters: count("Messages moved to the dead letters after their last attempt (see /v1/dead-letters)."),
@@ -297,10 +298,15 @@ export const DeadLetterPage = v.object({
 
 export const Group = v.object({
   group_id: v.string(),
-  messages: count("Messages in the group: leased, parked and waiting ones alike."),
+  messages: count(
+    "Messages in the group, leased, parked and waiting alike, counted up to 1,000 (1000 means at least 1,000): listing groups never reads a deep one whole.",
+  ),
   priority: v.pipe(v.number(), v.integer(), v.description("The group's priority (set by its first publish).")),
-  in_flight: v.pipe(v.boolean(), v.description("True while one of its messages holds a live lease.")),
-  parked: v.pipe(v.boolean(), v.description("True while one of its messages is parked (nacked with a delay).")),
+  in_flight: v.pipe(v.boolean(), v.description("True while its first message holds a live lease.")),
+  parked: v.pipe(
+    v.boolean(),
+    v.description("True while its first message is parked (nacked with a delay) or delayed, and not due yet."),
+  ),
   last_claimed_at: v.pipe(
     v.nullable(v.number()),
     v.description("When a message of the group was last claimed (epoch seconds); null if never."),

@@ -8,7 +8,7 @@
  */
 import type { InStatement, ResultSet, Row } from "@libsql/client";
 import { QueueError } from "./errors.js";
-import type { DeadLetter, Lease, NackResult, QueueStats } from "./types.js";
+import type { DeadLetter, GroupInfo, Lease, NackResult, QueueStats } from "./types.js";
 
 /** An operation's statements, to run as one atomic batch, and how to read their results. */
 export interface Plan<T> {
@@ -140,6 +140,8 @@ export interface PublishRow {
   groupId: string;
   event: string;
   priority: number;
+  /** Seconds before it may be delivered (0: now). */
+  delay: number;
 }
 
 /** How a publish proves, when sent again, whether its first request applied. */
@@ -150,7 +152,14 @@ export type PublishKey =
   /** The user's: kept for the idempotency window, with the request's fingerprint. */
   | { kind: "user"; key: string; token: string; fingerprint: string; ttl: number };
 
+/**
+ * A delayed message is stored as the spec's transports understand a park: locked until its time
+ * (by `'__delayed__'`, so that the spec's claim never delivers it early and our counters tell it
+ * from a nack's park). A group created by a delayed message starts out of the free index (held);
+ * the lock index brings it back when the message comes due.
+ */
 function valuesOf(rows: PublishRow[]) {
+  const delayed = rows.some((r) => r.delay > 0);
   const msgArgs: Args = {};
   const grpArgs: Args = {};
   const msg: string[] = [];
@@ -160,10 +169,26 @@ function valuesOf(rows: PublishRow[]) {
     msgArgs[`e${i}`] = r.event;
     grpArgs[`g${i}`] = r.groupId;
     grpArgs[`p${i}`] = r.priority;
-    msg.push(`(:g${i}, :e${i})`);
-    grp.push(`(:g${i}, :p${i})`);
+    if (delayed) {
+      msgArgs[`d${i}`] = r.delay;
+      grpArgs[`d${i}`] = r.delay;
+      msg.push(
+        `(:g${i}, :e${i}, CASE WHEN :d${i} > 0 THEN '__delayed__' END, CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END)`,
+      );
+      grp.push(`(:g${i}, :p${i}, CASE WHEN :d${i} > 0 THEN 1 END)`);
+    } else {
+      msg.push(`(:g${i}, :e${i})`);
+      grp.push(`(:g${i}, :p${i})`);
+    }
   });
-  return { msgArgs, grpArgs, msgValues: msg.join(", "), grpValues: grp.join(", ") };
+  return {
+    msgArgs,
+    grpArgs,
+    msgColumns: delayed ? "group_id, event, locked_by, lock_expiry" : "group_id, event",
+    grpColumns: delayed ? "group_id, priority, tq_busy" : "group_id, priority",
+    msgValues: msg.join(", "),
+    grpValues: grp.join(", "),
+  };
 }
 
 const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
@@ -179,12 +204,14 @@ const range = (first: number, count: number) => Array.from({ length: count }, (_
  * record. A slot record is one row updated in place; a user key's row stays for the window.
  */
 export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]> {
-  const { msgArgs, grpArgs, msgValues, grpValues } = valuesOf(rows);
+  const { msgArgs, grpArgs, msgColumns, grpColumns, msgValues, grpValues } = valuesOf(rows);
+  const selectMsg = msgColumns === "group_id, event" ? "column1, column2" : "column1, column2, column3, column4";
+  const selectGrp = grpColumns === "group_id, priority" ? "column1, column2" : "column1, column2, column3";
   if (key.kind === "none") {
     return plan(
       [
-        ["inserted", stmt(`INSERT INTO messages (group_id, event) VALUES ${msgValues} RETURNING seq`, msgArgs)],
-        ["groups", stmt(`INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grpValues}`, grpArgs)],
+        ["inserted", stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs)],
+        ["groups", stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs)],
       ],
       (r) => seqsOf(r.inserted).sort((a, b) => a - b),
     );
@@ -235,21 +262,21 @@ export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]>
           "inserted",
           guarded
             ? stmt(
-                `INSERT INTO messages (group_id, event) SELECT column1, column2 FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
+                `INSERT INTO messages (${msgColumns}) SELECT ${selectMsg} FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
                 { ...msgArgs, ...id, token: key.token },
               )
-            : stmt(`INSERT INTO messages (group_id, event) VALUES ${msgValues} RETURNING seq`, msgArgs),
+            : stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs),
         ],
         // A resend after the group emptied must not leave an empty group row.
         [
           "groups",
           guarded
             ? stmt(
-                `INSERT OR IGNORE INTO groups (group_id, priority) SELECT column1, column2 FROM (VALUES ${grpValues}) AS v
+                `INSERT OR IGNORE INTO groups (${grpColumns}) SELECT ${selectGrp} FROM (VALUES ${grpValues}) AS v
   WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
                 grpArgs,
               )
-            : stmt(`INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grpValues}`, grpArgs),
+            : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
         ],
         [
           "state",
@@ -634,12 +661,15 @@ export function statsPlan(): Plan<QueueStats> {
   (SELECT count(*) FROM messages) AS total,
   (SELECT count(*) FROM groups) AS groups,
   (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
-  live.in_flight, live.parked, live.busy_groups,
+  live.in_flight, live.parked, live.delayed, live.held_groups,
   ${NOW} AS now
-FROM (SELECT coalesce(sum(locked_by <> '__parked__'), 0) AS in_flight,
+FROM (SELECT coalesce(sum(locked_by NOT IN ('__parked__', '__delayed__')), 0) AS in_flight,
              coalesce(sum(locked_by = '__parked__'), 0) AS parked,
-             count(DISTINCT group_id) AS busy_groups
-        FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS live`),
+             coalesce(sum(locked_by = '__delayed__'), 0) AS delayed,
+             -- a group is held when its first message is locked (a delayed one may sit further back)
+             count(DISTINCT CASE WHEN seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id
+                                              ORDER BY f.seq LIMIT 1) THEN group_id END) AS held_groups
+        FROM messages m WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS live`),
       ],
     ],
     (r) => {
@@ -648,16 +678,91 @@ FROM (SELECT coalesce(sum(locked_by <> '__parked__'), 0) AS in_flight,
       const groups = Number(row.groups);
       const inFlight = Number(row.in_flight);
       const parked = Number(row.parked);
-      const ready = Math.max(0, groups - Number(row.busy_groups));
+      const delayed = Number(row.delayed);
+      const ready = Math.max(0, groups - Number(row.held_groups));
       return {
         ready,
-        waiting: Math.max(0, total - inFlight - parked - ready),
+        waiting: Math.max(0, total - inFlight - parked - delayed - ready),
         inFlight,
         parked,
+        delayed,
         groups,
         deadLetters: Number(row.dead_letters),
         now: Number(row.now),
       };
+    },
+  );
+}
+
+/** Most messages `groups()` counts in one group (so that listing groups never reads a deep one whole). */
+export const GROUP_COUNT_CAP = 1000;
+
+/**
+ * Groups worth watching, without reading the queue: those whose first message is locked (leased,
+ * parked or delayed; newest lock first, from the lock index), then the next ones in round-robin
+ * order (from the free index); each with its messages counted up to GROUP_COUNT_CAP. At most
+ * `limit` × (GROUP_COUNT_CAP + a few) rows read.
+ */
+export function groupsPlan(limit: number): Plan<GroupInfo[]> {
+  return plan(
+    [
+      [
+        "groups",
+        stmt(
+          `WITH picked AS (
+  SELECT * FROM (
+    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord FROM messages m
+     WHERE m.locked_by IS NOT NULL AND m.lock_expiry >= ${NOW}
+       AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
+     ORDER BY m.lock_expiry DESC LIMIT :limit)
+  UNION ALL
+  SELECT * FROM (
+    SELECT g.group_id, 1 AS part, g.last_claimed_at AS ord FROM groups g
+     WHERE g.tq_busy IS NULL ORDER BY g.last_claimed_at, g.rowid LIMIT :limit))
+SELECT p.group_id, coalesce(g.priority, 0) AS priority, coalesce(g.last_claimed_at, 0) AS last_claimed_at,
+       (SELECT count(*) FROM (SELECT 1 FROM messages c WHERE c.group_id = p.group_id LIMIT ${GROUP_COUNT_CAP})) AS messages,
+       h.locked_by AS holder, h.lock_expiry >= ${NOW} AS live
+  FROM (SELECT group_id, min(part) AS part, min(ord) AS ord FROM picked GROUP BY group_id) AS p
+  LEFT JOIN groups g ON g.group_id = p.group_id
+  LEFT JOIN messages h ON h.seq = (SELECT f.seq FROM messages f WHERE f.group_id = p.group_id ORDER BY f.seq LIMIT 1)
+ ORDER BY p.part, p.ord
+ LIMIT :limit`,
+          { limit },
+        ),
+      ],
+    ],
+    (r) =>
+      rowsOf(r.groups).map((row) => {
+        const holder = row.holder === null ? null : String(row.holder);
+        const live = Number(row.live) === 1;
+        return {
+          groupId: String(row.group_id),
+          messages: Number(row.messages),
+          priority: Number(row.priority),
+          inFlight: live && holder !== null && holder !== "__parked__" && holder !== "__delayed__",
+          parked: live && (holder === "__parked__" || holder === "__delayed__"),
+          lastClaimedAt: Number(row.last_claimed_at),
+        };
+      }),
+  );
+}
+
+/**
+ * When something held by time may become deliverable: the earliest lease expiry, park end or
+ * delayed message's time still ahead (epoch seconds, database clock), and the database's now.
+ */
+export function nextDuePlan(): Plan<{ next: number | null; now: number }> {
+  return plan(
+    [
+      [
+        "next",
+        stmt(`SELECT (SELECT min(lock_expiry) FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS next,
+       ${NOW} AS now`),
+      ],
+    ],
+    (r) => {
+      const row = rowsOf(r.next)[0] as Row;
+      return { next: row.next === null ? null : Number(row.next), now: Number(row.now) };
     },
   );
 }

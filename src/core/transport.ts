@@ -10,7 +10,7 @@ import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
-import type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+import type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
 import {
   checkCount,
   checkDelay,
@@ -21,7 +21,15 @@ import {
   encodeEvent,
 } from "./validate.js";
 
-export type { DeadLetter, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+export type {
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  PublishOptions,
+  QueueStats,
+} from "./types.js";
 
 export interface TransportOptions {
   /** Token for a remote primary (Turso database token, or a JWT for sqld with auth). */
@@ -163,6 +171,7 @@ export class LibsqlTransport {
       groupId: checkId("groupId", groupId),
       event: encodeEvent("event", event),
       priority: checkPriority("priority", priority),
+      delay: delayOf(options, "delay"),
     };
     const [seq] = await this.#publishRows([row], options);
     return seq as number;
@@ -172,12 +181,15 @@ export class LibsqlTransport {
   async publishMany(messages: PublishInput[], options: PublishOptions = {}): Promise<number[]> {
     if (!Array.isArray(messages)) throw invalid("messages", "must be an array");
     checkCount("messages.length", messages.length, MAX_PUBLISH_BATCH);
+    // options.delay is the default for messages that give none.
+    const delay = delayOf(options, "options.delay");
     const rows = messages.map((m, i) => {
       if (typeof m !== "object" || m === null) throw invalid(`messages[${i}]`, "must be an object");
       return {
         groupId: checkId(`messages[${i}].groupId`, m.groupId),
         event: encodeEvent(`messages[${i}].event`, m.event),
         priority: checkPriority(`messages[${i}].priority`, m.priority ?? 0),
+        delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
       };
     });
     return this.#publishRows(rows, options);
@@ -303,6 +315,24 @@ export class LibsqlTransport {
 
   async stats(): Promise<QueueStats> {
     return this.#readPlan(sql.statsPlan());
+  }
+
+  /**
+   * Groups worth watching: those holding a lease, a park or a delayed message (newest first), then
+   * the next ones in round-robin order; each with its messages counted up to 1,000. Reads at most
+   * about `limit` × 1,000 rows, whatever the depth.
+   */
+  async groups(options: { limit?: number } = {}): Promise<GroupInfo[]> {
+    if (typeof options !== "object" || options === null) throw invalid("options", "must be an object");
+    return this.#readPlan(sql.groupsPlan(checkCount("limit", options.limit ?? 20, 100)));
+  }
+
+  /**
+   * The earliest moment something held by time (a lease, a park, a delayed message) may become
+   * deliverable, in epoch seconds on the database's clock, or null; with the database's now.
+   */
+  async nextDueAt(): Promise<{ next: number | null; now: number }> {
+    return this.#readPlan(sql.nextDuePlan());
   }
 
   /** Pulls the primary's latest frames into an embedded replica (no-op otherwise). */
@@ -493,8 +523,16 @@ function randomToken(): string {
   return out;
 }
 
+function delayOf(options: PublishOptions, field: string): number {
+  if (typeof options !== "object" || options === null) throw invalid("options", "must be an object");
+  return options.delay === undefined ? 0 : checkDelay(field, options.delay);
+}
+
 async function fingerprint(rows: sql.PublishRow[]): Promise<string> {
-  const text = JSON.stringify(rows.map((r) => [r.groupId, r.event, r.priority]));
+  // A delay is part of the request (version 1's fingerprints, without one, still match).
+  const text = JSON.stringify(
+    rows.map((r) => (r.delay > 0 ? [r.groupId, r.event, r.priority, r.delay] : [r.groupId, r.event, r.priority])),
+  );
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (x) => x.toString(16).padStart(2, "0")).join("");
 }

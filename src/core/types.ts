@@ -17,11 +17,15 @@ export interface PublishInput {
   groupId: string;
   event: unknown;
   priority?: number;
+  /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
+  delay?: number;
 }
 
 export interface PublishOptions {
   /** Retrying a publish with the same key returns the first answer instead of enqueuing again. */
   idempotencyKey?: string;
+  /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
+  delay?: number;
 }
 
 export interface NackResult {
@@ -30,7 +34,7 @@ export interface NackResult {
 }
 
 /**
- * Where every message is. `ready + waiting + inFlight + parked` is the number of messages.
+ * Where every message is. `ready + waiting + inFlight + parked + delayed` is the number of messages.
  * Counted from the groups and the live leases, so a call costs the same at any depth.
  */
 export interface QueueStats {
@@ -42,6 +46,8 @@ export interface QueueStats {
   inFlight: number;
   /** Live parks (nacked with a delay). */
   parked: number;
+  /** Published with a delay that has not passed yet. */
+  delayed: number;
   /** Groups with messages. */
   groups: number;
   deadLetters: number;
@@ -57,4 +63,18 @@ export interface DeadLetter<E = unknown> {
   attempts: number;
   reason: string;
   deadAt: number;
+}
+
+/** A group as `groups()` lists it. */
+export interface GroupInfo {
+  groupId: string;
+  /** Its messages, counted up to `GROUP_COUNT_CAP` (a count that reaches it means "at least"). */
+  messages: number;
+  priority: number;
+  /** Its first message is leased (live). */
+  inFlight: boolean;
+  /** Its first message is parked (nacked with a delay) or delayed, and not due yet. */
+  parked: boolean;
+  /** The database clock's epoch seconds of its last claim; 0 when never claimed. */
+  lastClaimedAt: number;
 }

@@ -17,10 +17,18 @@ export function checkId(field: string, value: unknown): string {
   return value;
 }
 
-/** Worker ids are ids that may not impersonate the spec's park marker. */
+/** What `messages.locked_by` holds besides worker ids: the spec's park, a delayed publish, a poison message. */
+export const RESERVED_HOLDERS = ["__parked__", "__delayed__", "__dead__"];
+
+/** Longest visibility, delay or park, in seconds (366 days). */
+export const MAX_SECONDS = 366 * 24 * 3600;
+
+/** Worker ids are ids that may not impersonate the markers `locked_by` also holds. */
 export function checkWorkerId(field: string, value: unknown): string {
   const id = checkId(field, value);
-  if (id === "__parked__") throw invalid(field, 'must not be "__parked__" (reserved for parked messages)');
+  if (RESERVED_HOLDERS.includes(id)) {
+    throw invalid(field, `must not be ${JSON.stringify(id)} (reserved: it marks parked, delayed or dead messages)`);
+  }
   return id;
 }
 
@@ -32,7 +40,7 @@ export function checkPriority(field: string, value: unknown): number {
 }
 
 /** Seconds; finite and > 0. The upper bound keeps `now + visibility` a sane REAL. */
-export function checkPositiveSeconds(field: string, value: unknown, max = 366 * 24 * 3600): number {
+export function checkPositiveSeconds(field: string, value: unknown, max = MAX_SECONDS): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw invalid(field, `must be a finite number of seconds > 0, got ${describe(value)}`);
   }
@@ -41,7 +49,7 @@ export function checkPositiveSeconds(field: string, value: unknown, max = 366 * 
 }
 
 /** Seconds; finite and >= 0. */
-export function checkDelay(field: string, value: unknown, max = 366 * 24 * 3600): number {
+export function checkDelay(field: string, value: unknown, max = MAX_SECONDS): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
     throw invalid(field, `must be a finite number of seconds >= 0, got ${describe(value)}`);
   }

@@ -9,6 +9,7 @@ import * as v from "valibot";
 import { beforeAll, describe, expect, it } from "vitest";
 import { API_ROUTES, createApp, PAGE_ROUTES } from "../../src/app/app.js";
 import type { RouteSpec } from "../../src/app/route.js";
+import { VERSION } from "../../src/version.js";
 
 type Doc = {
   openapi: string;
@@ -36,6 +37,12 @@ const operations = () =>
   Object.entries(doc.paths).flatMap(([path, item]) =>
     Object.entries(item).map(([method, op]) => ({ path, method, op })),
   );
+
+it("carries the package's version", async () => {
+  const { readFileSync } = await import("node:fs");
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  expect(VERSION).toBe(pkg.version);
+});
 
 it("is a valid OpenAPI 3.1 document, and every schema in it compiles as JSON Schema 2020-12", async () => {
   expect(doc.openapi).toBe("3.1.0");

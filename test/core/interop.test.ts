@@ -169,6 +169,24 @@ describe("interop with the spec's Python transports", () => {
     py.close();
   });
 
+  it("the Python claim never delivers a delayed message early (it holds the group for it meanwhile)", async () => {
+    const file = `file:${tempFile()}`;
+    const t = await LibsqlTransport.create(file);
+    const py = createClient({ url: file });
+    await t.publish("g", "early");
+    await t.publish("g", "delayed", 0, { delay: 0.5 });
+    await t.publish("h", "delayed alone", 0, { delay: 0.5 });
+    const published = Date.now() / 1000;
+    // The spec's claim sees the delayed messages as parked: group g is held as a whole for it.
+    expect(await pyClaim(py, "py", 30)).toBeNull();
+    const got = await waitFor(async () => (await pyClaim(py, "py", 30)) ?? undefined, { what: "the delay to end" });
+    expect(Date.now() / 1000 - published).toBeGreaterThanOrEqual(0.45);
+    expect(["early", "delayed alone"]).toContain(got.event);
+    await checkInvariants(t.client);
+    t.close();
+    py.close();
+  });
+
   it("parks with the spec's marker", async () => {
     const file = `file:${tempFile()}`;
     const t = await LibsqlTransport.create(file);

@@ -117,6 +117,53 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     expect(await t.stats()).toMatchObject({ ready: 2, waiting: 1, inFlight: 0, parked: 1, groups: 3 });
   });
 
+  it("delayed publish: never before its time, in its group's order, holding back only what follows it", async () => {
+    t = await target.open();
+    await t.publish("g", "before");
+    const [d] = await t.publishMany([{ groupId: "g", event: "delayed", delay: 0.6 }]);
+    await t.publish("g", "after");
+    await t.publish("solo", "later", 0, { delay: 0.6 });
+    expect(await t.stats()).toMatchObject({ ready: 1, waiting: 1, delayed: 2, groups: 2 });
+    const due = await t.nextDueAt();
+    expect((due.next as number) - due.now).toBeGreaterThan(0.3);
+    // What came before the delayed message goes at once; then its group waits for it.
+    const first = (await t.claim("w", 30)) as Lease;
+    expect(first.event).toBe("before");
+    await t.ack(first);
+    expect(await t.claim("w", 30)).toBeNull();
+    const got: unknown[] = [];
+    for (;;) {
+      const l = await waitFor(() => t.claim("w", 30), { what: "the delayed messages to come due" });
+      expect((await t.stats()).now).toBeGreaterThanOrEqual((due.next as number) - 0.001);
+      got.push(l.event);
+      await t.ack(l);
+      if (got.length === 3) break;
+    }
+    expect(got.filter((e) => e !== "later")).toEqual(["delayed", "after"]);
+    expect(got).toContain("later");
+    expect(d).toBeGreaterThan(0);
+  });
+
+  it("groups(): the groups holding a lease, park or delay first, then the next in line, counts capped", async () => {
+    t = await target.open();
+    await t.publishMany([
+      { groupId: "a", event: 1 },
+      { groupId: "a", event: 2 },
+      { groupId: "b", event: 3 },
+      { groupId: "c", event: 4, delay: 3600 },
+    ]);
+    const lease = (await t.claim("w", 30)) as Lease;
+    expect(lease.groupId).toBe("a");
+    const list = await t.groups({ limit: 10 });
+    expect(list.map((g) => [g.groupId, g.messages, g.inFlight, g.parked])).toEqual([
+      ["c", 1, false, true],
+      ["a", 2, true, false],
+      ["b", 1, false, false],
+    ]);
+    expect((await t.groups({ limit: 1 })).map((g) => g.groupId)).toEqual(["c"]);
+    await t.ack(lease);
+  });
+
   it("ack removes the group row when the group empties", async () => {
     t = await target.open();
     await t.publish("g", 1);

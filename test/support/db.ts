@@ -41,7 +41,8 @@ export async function resetDatabase(client: Client): Promise<void> {
 /**
  * The queue's invariants, checked on the database itself:
  * every message has its group row; every group row has a message; no group holds two live leases;
- * no message is locked without an expiry; a lock is only ever on its group's first message; no group
+ * no message is locked without an expiry; a lease or park is only ever on its group's first message
+ * (a delayed message may wait further back); no group
  * is out of the round-robin index (tq_busy) while its first message is free.
  */
 export async function checkInvariants(client: Client): Promise<void> {
@@ -56,7 +57,7 @@ export async function checkInvariants(client: Client): Promise<void> {
   ).toEqual([]);
   expect(
     await q(`SELECT group_id, count(*) AS live FROM messages
-              WHERE locked_by IS NOT NULL AND lock_expiry >= unixepoch('subsec')
+              WHERE locked_by IS NOT NULL AND locked_by <> '__delayed__' AND lock_expiry >= unixepoch('subsec')
               GROUP BY group_id HAVING count(*) > 1`),
     "groups with two live leases",
   ).toEqual([]);
@@ -65,9 +66,9 @@ export async function checkInvariants(client: Client): Promise<void> {
     "locked messages without an expiry",
   ).toEqual([]);
   expect(
-    await q(`SELECT seq, group_id FROM messages m WHERE locked_by IS NOT NULL
+    await q(`SELECT seq, group_id FROM messages m WHERE locked_by IS NOT NULL AND locked_by <> '__delayed__'
               AND seq <> (SELECT min(seq) FROM messages f WHERE f.group_id = m.group_id)`),
-    "locks on a message that is not its group's first",
+    "leases or parks on a message that is not its group's first",
   ).toEqual([]);
   expect(
     await q(`SELECT group_id FROM groups g WHERE tq_busy IS NOT NULL

@@ -1,5 +1,5 @@
 /**
- * `GET /dashboard` and its script: counters, the busiest groups and the dead letters (redrive,
+ * `GET /dashboard` and its script: counters, the groups worth watching and the dead letters (redrive,
  * delete), refreshed in place. It reads and writes only through the `/v1` API with the bearer token
  * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
@@ -28,7 +28,7 @@ export const DASHBOARD_HTML = page(
     <span id="problem" class="error" role="alert"></span>
   </div>
   <section id="counters" class="counters" aria-label="Counters"></section>
-  <h2>Busiest groups</h2>
+  <h2>Groups in flight, parked, and next in line</h2>
   <table id="groups"><thead><tr><th>group</th><th>messages</th><th>priority</th><th>state</th><th>last claimed</th></tr></thead><tbody></tbody></table>
   <p id="groups-empty" class="empty" hidden>No messages in the queue.</p>
   <h2>Dead letters</h2>
@@ -50,6 +50,7 @@ export const DASHBOARD_JS = `"use strict";
     ["waiting", "waiting behind their group"],
     ["in_flight", "in flight"],
     ["parked", "parked"],
+    ["delayed", "delayed"],
     ["groups", "groups"],
     ["dead_letters", "dead letters"],
   ];

@@ -4,8 +4,8 @@
  * none of it reaches the queue's writer.
  */
 import { Hono } from "hono";
-import pkg from "../../../package.json";
 import { Health } from "../../contract/schemas.js";
+import { VERSION } from "../../version.js";
 import type { AppEnv } from "../app.js";
 import { openApiDocument } from "../openapi.js";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "../pages/dashboard.js";
@@ -51,7 +51,7 @@ export const dashboard = html(
   "The dashboard",
   "/dashboard",
   "dashboard",
-  "Counters, busiest groups and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
+  "Counters, groups in flight and next in line, and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
 );
 const asset = (path: `/${string}`, operationId: string, content: "text/css" | "text/javascript") =>
   defineRoute({
@@ -73,7 +73,7 @@ let docsCache: string | undefined;
 
 /** Built on first use (not at startup), once per isolate. */
 export function document(): Record<string, unknown> {
-  documentCache ??= openApiDocument([...API_ROUTES, ...PAGE_ROUTES], pkg.version);
+  documentCache ??= openApiDocument([...API_ROUTES, ...PAGE_ROUTES], VERSION);
   return documentCache;
 }
 

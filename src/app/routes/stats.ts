@@ -1,10 +1,9 @@
-/** What is in the queue: counters, and the busiest groups. */
+/** What is in the queue: counters, and the groups worth watching. */
 import { Hono } from "hono";
 import { GroupList, GroupsQuery, Stats } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import { statsAnswer } from "../answers.js";
+import { groupAnswer, statsAnswer } from "../answers.js";
 import type { AppEnv } from "../app.js";
-import { busiestGroups } from "../groups.js";
 import { defineRoute, handle } from "../route.js";
 
 export const stats = defineRoute({
@@ -20,7 +19,16 @@ export const stats = defineRoute({
     200: {
       description: "The counters, on the database's clock.",
       schema: Stats,
-      example: { ready: 2, waiting: 1, in_flight: 1, parked: 0, groups: 2, dead_letters: 0, now: 1796230534.29 },
+      example: {
+        ready: 2,
+        waiting: 1,
+        in_flight: 1,
+        parked: 0,
+        delayed: 0,
+        groups: 3,
+        dead_letters: 0,
+        now: 1796230534.29,
+      },
     },
   },
 });
@@ -30,9 +38,9 @@ export const groups = defineRoute({
   path: "/v1/groups",
   operationId: "listGroups",
   tag: "Inspect",
-  summary: "The busiest groups",
+  summary: "Groups worth watching",
   description:
-    "Groups by depth, deepest first, with whether each has a message in flight or parked. Like /v1/stats, one read that passes over every message's index entry once.",
+    "Groups whose first message holds a lease, a park or a delay (newest first), then the next groups in round-robin order; each with its messages counted up to 1,000. Reads at most about `limit` × 1,000 rows, whatever the depth of the queue.",
   auth: true,
   request: { query: GroupsQuery },
   responses: {
@@ -64,5 +72,6 @@ handle(inspect, stats, async (c) => {
 
 handle(inspect, groups, async (c) => {
   const limit = c.req.valid("query").limit ?? 20;
-  return c.json({ groups: await busiestGroups(await c.var.queue(), limit) } satisfies T.GroupList, 200);
+  const list = await (await c.var.queue()).groups({ limit });
+  return c.json({ groups: list.map(groupAnswer) } satisfies T.GroupList, 200);
 });
