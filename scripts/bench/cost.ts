@@ -256,3 +256,65 @@ export function perMessage(cases: CostCase[], depth: string): Rows {
 
 /** $ per million messages at Turso's list prices. */
 export const dollarsPerMillion = (r: Rows) => (r.written * TURSO_PER_ROW_WRITTEN + r.read * TURSO_PER_ROW_READ) * 1e6;
+
+const usd = (x: number) => (x >= 1 ? `$${x.toFixed(2)}` : x >= 0.01 ? `$${x.toFixed(3)}` : `$${x.toFixed(5)}`);
+
+/**
+ * The cost section of `npm run bench`: rows per operation at a shallow and a deep queue, and what a
+ * million messages (or operations) cost at Turso's list prices, beside SQS FIFO and Cloudflare Queues.
+ */
+export async function costBench(opts: {
+  depths: number[];
+  runs: number;
+}): Promise<{ text: string; cases: CostCase[] }> {
+  const { sqld, t } = await costTarget();
+  try {
+    const cases = await costCases(sqld, t, opts);
+    const rows = cases.map((c) => [
+      c.name,
+      String(c.written),
+      String(c.read),
+      `${usd(dollarsPerMillion(c))} per million ${c.per}s`,
+    ]);
+    const lines: string[] = [];
+    lines.push(
+      "| operation | rows written | rows read | at Turso's list prices |",
+      "| --- | --- | --- | --- |",
+      ...rows.map((r) => `| ${r.join(" | ")} |`),
+    );
+    lines.push("");
+    lines.push("| a million messages (publish + claim + ack, one at a time) | $ |", "| --- | --- |");
+    for (const d of opts.depths) {
+      const pm = perMessage(cases, d.toLocaleString("en-US"));
+      lines.push(
+        `| turso-queue over HTTP, ${d.toLocaleString("en-US")} deep (${pm.written} rows written, ${pm.read} read per message) | ${usd(dollarsPerMillion(pm))} |`,
+      );
+    }
+    const many = cases.find((c) => c.name === "publishMany(100)") as CostCase;
+    const batched = cases.find((c) => c.name === "claimMany(32) + 32 acks") as CostCase;
+    const b = { read: many.read + batched.read, written: many.written + batched.written };
+    lines.push(
+      `| turso-queue, publishMany(100) + claimMany(32) + acks (${round(b.written)} written, ${round(b.read)} read per message) | ${usd(dollarsPerMillion(b))} |`,
+      `| SQS FIFO (send, receive, delete at $0.50 per million requests) | ${usd(SQS_FIFO_PER_MESSAGE * 1e6)} |`,
+      `| Cloudflare Queues (write, read, delete at $0.40 per million operations) | ${usd(CF_QUEUES_PER_MESSAGE * 1e6)} |`,
+    );
+    const shallow = perMessage(cases, (opts.depths[0] as number).toLocaleString("en-US"));
+    const deep = perMessage(cases, (opts.depths[opts.depths.length - 1] as number).toLocaleString("en-US"));
+    const emptyReads = Math.max(...cases.filter((c) => c.name.startsWith("empty claim")).map((c) => c.read));
+    const plain = cases.find((c) => c.name.startsWith("publish, no key of yours")) as CostCase;
+    const keyed = cases.find((c) => c.name === "publish with an Idempotency-Key") as CostCase;
+    lines.push(
+      "",
+      "| target | value | goal | met |",
+      "| --- | --- | --- | --- |",
+      `| rows written per message | ${shallow.written} | <= 9 | ${shallow.written <= 9 ? "yes" : "NO (bound: see below)"} |`,
+      `| rows read per message, shallow and deep | ${shallow.read}, ${deep.read} | <= 30, flat | ${shallow.read <= 30 && deep.read === shallow.read ? "yes" : "NO"} |`,
+      `| rows read by an empty claim, 10 to 10,000 groups in flight | ${emptyReads} | <= 10 | ${emptyReads <= 10 ? "yes" : "NO"} |`,
+      `| rows written more by a user's idempotency key | ${round(keyed.written - plain.written)} | <= 3 | ${keyed.written - plain.written <= 3 ? "yes" : "NO"} |`,
+    );
+    return { text: lines.join("\n"), cases };
+  } finally {
+    t.close();
+    await sqld.stop();
+  }
+}

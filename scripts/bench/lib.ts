@@ -84,3 +84,35 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 export function timeoutFetch(ms: number): typeof fetch {
   return (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(ms) });
 }
+
+// ---------------------------------------------------------------------------------------------
+// accumulating slices into rates (one accumulator per process: every case records into it)
+
+export interface Acc {
+  units: number;
+  secs: number;
+  errors: number;
+  lat: number[];
+  slices: number;
+  firstError?: string;
+  extra: Record<string, number>;
+}
+export const acc = new Map<string, Acc>();
+export function record(key: string, r: RunResult, extra: Record<string, number> = {}): Acc {
+  const a = acc.get(key) ?? { units: 0, secs: 0, errors: 0, lat: [], slices: 0, extra: {} };
+  a.units += r.units;
+  a.secs += r.secs;
+  a.errors += r.errors;
+  a.slices++;
+  for (const l of r.lat) a.lat.push(l);
+  a.firstError ??= r.firstError;
+  for (const [k, v] of Object.entries(extra)) a.extra[k] = (a.extra[k] ?? 0) + v;
+  acc.set(key, a);
+  const perSec = r.units / r.secs;
+  progress(`  ${key}: ${fmt(perSec)}/s${r.errors ? ` (${r.errors} errors: ${r.firstError})` : ""}`);
+  return a;
+}
+export const rate = (key: string): number => {
+  const a = acc.get(key);
+  return a && a.secs > 0 ? a.units / a.secs : Number.NaN;
+};
