@@ -140,13 +140,18 @@ function decode(raw: string, field: string): string {
   }
 }
 
-/** The path's parameters, from the raw URL (Hono keeps a malformed `%ZZ` as it is). */
+/**
+ * The path's parameters, from the raw URL (Hono keeps a malformed `%ZZ` as it is). The route's path
+ * is the URL path's tail: the app may be mounted under a prefix (`app.route("/queue", api)`).
+ */
 function pathParams(url: string, template: string): Record<string, string> {
   const raw = new URL(url).pathname.split("/");
+  const segments = template.split("/");
+  const offset = raw.length - segments.length;
   const out: Record<string, string> = {};
-  template.split("/").forEach((segment, i) => {
+  segments.forEach((segment, i) => {
     const m = /^\{(.+)\}$/.exec(segment);
-    if (m) out[m[1] as string] = decode(raw[i] ?? "", m[1] as string);
+    if (m) out[m[1] as string] = decode(raw[offset + i] ?? "", m[1] as string);
   });
   return out;
 }

@@ -711,21 +711,21 @@ export function groupsPlan(limit: number): Plan<GroupInfo[]> {
         stmt(
           `WITH picked AS (
   SELECT * FROM (
-    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord FROM messages m
+    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord, 0 AS rid FROM messages m
      WHERE m.locked_by IS NOT NULL AND m.lock_expiry >= ${NOW}
        AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
      ORDER BY m.lock_expiry DESC LIMIT :limit)
   UNION ALL
   SELECT * FROM (
-    SELECT g.group_id, 1 AS part, g.last_claimed_at AS ord FROM groups g
+    SELECT g.group_id, 1 AS part, g.last_claimed_at AS ord, g.rowid AS rid FROM groups g
      WHERE g.tq_busy IS NULL ORDER BY g.last_claimed_at, g.rowid LIMIT :limit))
 SELECT p.group_id, coalesce(g.priority, 0) AS priority, coalesce(g.last_claimed_at, 0) AS last_claimed_at,
        (SELECT count(*) FROM (SELECT 1 FROM messages c WHERE c.group_id = p.group_id LIMIT ${GROUP_COUNT_CAP})) AS messages,
        h.locked_by AS holder, h.lock_expiry >= ${NOW} AS live
-  FROM (SELECT group_id, min(part) AS part, min(ord) AS ord FROM picked GROUP BY group_id) AS p
+  FROM (SELECT group_id, min(part) AS part, min(ord) AS ord, min(rid) AS rid FROM picked GROUP BY group_id) AS p
   LEFT JOIN groups g ON g.group_id = p.group_id
   LEFT JOIN messages h ON h.seq = (SELECT f.seq FROM messages f WHERE f.group_id = p.group_id ORDER BY f.seq LIMIT 1)
- ORDER BY p.part, p.ord
+ ORDER BY p.part, p.ord, p.rid
  LIMIT :limit`,
           { limit },
         ),

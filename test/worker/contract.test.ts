@@ -145,7 +145,7 @@ describe("dead letters are paged", () => {
 });
 
 describe("GET /v1/groups", () => {
-  it("lists the deepest groups first, with what holds each", async () => {
+  it("lists the groups holding a lease or park first (newest first), then the next in line", async () => {
     const messages = [
       ...Array.from({ length: 3 }, (_, i) => ({ group_id: "deep", event: i })),
       ...Array.from({ length: 2 }, (_, i) => ({ group_id: "mid", event: i, priority: 2 })),
@@ -161,16 +161,18 @@ describe("GET /v1/groups", () => {
     await post(`/v1/leases/${mid.body.lease_id}/nack`, { delay: 3600 });
 
     const all = (await api<T.GroupList>("/v1/groups")).body.groups;
+    // The park ends an hour from now, the lease sooner: the park comes first. Then the groups nothing
+    // holds, in round-robin order (never-claimed ones by their first message).
     expect(all.map((g) => [g.group_id, g.messages, g.in_flight, g.parked])).toEqual([
-      ["deep", 3, true, false],
       ["mid", 2, false, true],
-      ["also-one", 1, false, false],
+      ["deep", 3, true, false],
       ["one", 1, false, false],
+      ["also-one", 1, false, false],
     ]);
-    expect(all[1]?.priority).toBe(2);
-    expect(all[0]?.last_claimed_at).toEqual(expect.any(Number));
+    expect(all[0]?.priority).toBe(2);
+    expect(all[1]?.last_claimed_at).toEqual(expect.any(Number));
     expect(all[2]?.last_claimed_at).toBe(null);
-    expect((await api<T.GroupList>("/v1/groups?limit=1")).body.groups.map((g) => g.group_id)).toEqual(["deep"]);
+    expect((await api<T.GroupList>("/v1/groups?limit=1")).body.groups.map((g) => g.group_id)).toEqual(["mid"]);
     for (const bad of ["limit=0", "limit=101", "limit=x", "x=1"]) {
       expect((await api(`/v1/groups?${bad}`)).status, bad).toBe(400);
     }
