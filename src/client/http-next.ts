@@ -77,10 +77,10 @@ export const subscriptionOf = (s: SubscriptionAnswer): Subscription => ({
   visibility: s.visibility,
 });
 
-/** The ack outcomes of a claim's answer, one per id sent, or undefined where the answer does not say. */
+/** The ack outcomes of a claim's answer, one per id sent (in order), or undefined where the answer does not say. */
 export function ackOutcomes(answer: ClaimAnswer, ids: string[]): (AckOutcome | undefined)[] {
-  const byId = new Map((answer.acks ?? []).map((a) => [a.lease_id, a]));
-  return ids.map((id) => byId.get(id));
+  const acks = Array.isArray(answer.acks) ? answer.acks : [];
+  return ids.map((id, i) => (acks[i]?.lease_id === id ? acks[i] : undefined));
 }
 
 /** True when the server refused `name` as an unknown field: it predates the feature. */

@@ -184,6 +184,7 @@ export class QueueClient {
 
   /** Appends `event` to `groupId`; returns its seq. The first publish of a group sets its priority. */
   async publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
+    checkOptions(options);
     const path = `/v1/groups/${segment("group_id", () => checkId("group_id", groupId))}/messages`;
     library(() => encodeEvent("event", event));
     const body: PublishBody = { event };
@@ -205,6 +206,7 @@ export class QueueClient {
 
   /** Publishes all of `messages` in one request, all or nothing; returns their seqs in order. */
   async publishMany(messages: PublishInput[], options: PublishCallOptions = {}): Promise<number[]> {
+    checkOptions(options);
     if (!Array.isArray(messages)) throw invalidArgument("messages", `must be an array, got ${describe(messages)}`);
     const list = messages.map((m, i): BatchMessage => {
       if (typeof m !== "object" || m === null) {
@@ -257,6 +259,7 @@ export class QueueClient {
     minPriority?: number,
     options: ClaimOptions = {},
   ): Promise<Lease<E>[]> {
+    checkOptions(options);
     const wait = options.wait ?? 0;
     // Acks issued in this tick ride along, unless this claim may be held open (they would wait with it).
     const riders = wait === 0 && this.#serverAcks ? this.#riders.splice(0, MAX_ACKS) : [];
@@ -283,14 +286,16 @@ export class QueueClient {
       if (leases.length > 0 || wait === 0 || this.#serverWaits) return leases;
       return this.#pollFor<E>(workerId, visibility, n, minPriority, options);
     } catch (e) {
-      if (!(e instanceof QueueHttpError)) throw e;
-      const acksRefused = riders.length > 0 && e.code === "INVALID_ARGUMENT" && /^(ack\b|"ack")/.test(e.field ?? "");
+      // The riders go on their own: alone, each gets its own answer (sent as a retry when the
+      // claim may have applied them).
+      const mayHaveApplied = !(e instanceof QueueHttpError) || e.outcomeUnknown;
+      for (const r of riders) this.#ackAlone(r.id, {}, mayHaveApplied).then(r.resolve, r.reject);
+      if (!(e instanceof QueueHttpError) || e.code !== "INVALID_ARGUMENT") throw e;
+      // Refused for what the riders or `wait` added: the claim itself was fine, so send it without them.
+      const acksRefused = riders.length > 0 && /^(ack\b|"ack")/.test(e.field ?? "");
       if (acksRefused && unsupported(e, "ack")) this.#serverAcks = false;
       const waitRefused = body.wait !== undefined && unsupported(e, "wait");
       if (waitRefused) this.#serverWaits = false;
-      // The riders go on their own: alone, each gets its own answer (and a retry if the claim's fate is unknown).
-      for (const r of riders) this.#ackAlone(r.id, {}, e.outcomeUnknown).then(r.resolve, r.reject);
-      // Refused for what the riders or `wait` added: the claim itself was fine, so send it without them.
       if (acksRefused || waitRefused) return this.claimMany<E>(workerId, visibility, n, minPriority, options);
       throw e;
     }
@@ -479,6 +484,7 @@ export class QueueClient {
 
   /** The groups worth watching (in flight, parked, then the deepest), `limit` 1-100 (default 20). */
   async groups(options: { limit?: number } & CallOptions = {}): Promise<GroupInfo[]> {
+    checkOptions(options);
     const path = `/v1/groups${query({ limit: options.limit })}`;
     return this.#read(path, options, (a) =>
       json<T.GroupList>(a, path).groups.map((g) => ({
@@ -494,6 +500,7 @@ export class QueueClient {
 
   /** A page of dead letters in seq order: pass the last one's seq as `afterSeq` for the next. */
   async deadLetters<E = unknown>(options: DeadLetterOptions = {}): Promise<DeadLetter<E>[]> {
+    checkOptions(options);
     const q = { group_id: options.groupId, after_seq: options.afterSeq, limit: options.limit };
     const path = `/v1/dead-letters${query(q)}`;
     return this.#read(path, options, (a) =>
@@ -534,10 +541,8 @@ export class QueueClient {
     name: string,
     options: SubscriptionOptions & CallOptions,
   ): Promise<Subscription & { signingSecret: string }> {
+    checkOptions(options);
     const path = `/v1/subscriptions/${segment("name", () => checkId("name", name))}`;
-    if (typeof options !== "object" || options === null) {
-      throw invalidArgument("options", `must be an object, got ${describe(options)}`);
-    }
     const body: SubscriptionRequest = { url: options.url };
     if (options.minPriority !== undefined) body.min_priority = options.minPriority;
     if (options.maxInFlight !== undefined) body.max_in_flight = options.maxInFlight;
@@ -589,9 +594,7 @@ export class QueueClient {
 
   /** Sends one call: its attempts, the pauses between them, all within its deadline. */
   async #send<R>(op: Op<R>, options: CallOptions): Promise<R> {
-    if (typeof options !== "object" || options === null) {
-      throw invalidArgument("options", `must be an object, got ${describe(options)}`);
-    }
+    checkOptions(options);
     const what = `${op.method} ${op.path.replace(/\?.*/, "")}`;
     const budget = timeoutOf("options.timeoutMs", options.timeoutMs, this.#timeoutMs) + (op.extraMs ?? 0);
     const clock = new Clock(budget, options.signal);
@@ -735,6 +738,12 @@ function baseUrl(url: unknown): string {
   }
   if (parsed.search || parsed.hash) throw invalidArgument("options.url", "must not have a query or a fragment");
   return parsed.href.replace(/\/+$/, "");
+}
+
+function checkOptions(options: unknown): void {
+  if (typeof options !== "object" || options === null) {
+    throw invalidArgument("options", `must be an object, got ${describe(options)}`);
+  }
 }
 
 function intIn(field: string, v: unknown, d: number, min: number, max: number): number {

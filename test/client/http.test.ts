@@ -16,6 +16,7 @@ import {
   QueueError,
   QueueHttpError,
 } from "../../src/client/index.js";
+import { nodeFetchStats } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { type Proxy as FaultProxy, startProxy } from "../support/proxy.js";
@@ -165,6 +166,13 @@ describe("round trips", () => {
     expect(log[0]?.path).toBe(`/v1/groups/${encodeURIComponent(group)}/messages`);
     expect(await c.claim("w", 30)).toMatchObject({ seq, groupId: group });
     expect((await c.stats()).ready + (await c.stats()).waiting + (await c.stats()).inFlight).toBe(2);
+  });
+  it("uses the keep-alive fetch in Node by default", async () => {
+    const c = createClient({ url: worker.url, token: TOKEN });
+    const before = nodeFetchStats.requests;
+    const seq = await c.publish("g", 1);
+    expect(await c.claim("w", 30)).toMatchObject({ seq });
+    expect(nodeFetchStats.requests - before).toBe(2);
   });
 });
 
@@ -318,6 +326,24 @@ describe("lost answers, Retry-After, timeouts", () => {
     expect(proxy.stats.drop - drops).toBe(3);
     expect(await admin.claimMany("check", 30, 5)).toMatchObject([{ groupId: "b", attempts: 2 }]);
     expect((await c.stats()).inFlight).toBe(2);
+  });
+
+  it("a nack whose answer is lost after its lease lapsed: LEASE_LOST, outcomeUnknown (the API cannot tell)", async () => {
+    const { c } = client({ via: "proxy" });
+    await c.publish("g", 1);
+    const lease = (await c.claim("w", 0.05)) as Lease;
+    await waitFor(async () => (await c.stats()).now > lease.expiresAt, { what: "the lease lapsed" });
+    proxy.inject({ kind: "drop" }, { match: "/nack" });
+    const e = await failure(c.nack(lease));
+    expect({ ...errorOf(e), outcomeUnknown: e.outcomeUnknown }).toEqual({
+      code: "LEASE_LOST",
+      status: 409,
+      field: "lease_id",
+      outcomeUnknown: true,
+    });
+    expect(e.message).toMatch(/an earlier attempt's answer was lost: it may have released the message/);
+    // It had: the message is free again.
+    expect(await admin.claim("check", 30)).toMatchObject({ groupId: "g", attempts: 2 });
   });
 
   it("a nack whose answer is lost after it dead-lettered the message reports the dead letter", async () => {
