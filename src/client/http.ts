@@ -482,7 +482,7 @@ export class QueueClient {
     });
   }
 
-  /** The groups worth watching (in flight, parked, then the deepest), `limit` 1-100 (default 20). */
+  /** Groups worth watching, as the library's `groups()` lists them; `limit` 1-100 (default 20). */
   async groups(options: { limit?: number } & CallOptions = {}): Promise<GroupInfo[]> {
     checkOptions(options);
     const path = `/v1/groups${query({ limit: options.limit })}`;
