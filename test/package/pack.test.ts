@@ -21,6 +21,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { type RunningWorker, startWorker } from "../../scripts/worker.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
 
@@ -43,6 +44,9 @@ let app: string;
 let tarball: string;
 let packed: string[];
 let admin: LibsqlTransport;
+/** The API the client's examples talk to: the Worker under `wrangler dev`, on the shared sqld. */
+let worker: RunningWorker;
+const QUEUE_TOKEN = "pack-test-queue-token-0123456789";
 
 /** Runs `file` with node in the consumer project; returns stdout (throws with stderr on failure). */
 async function node(args: string[], env: Record<string, string> = {}): Promise<string> {
@@ -63,6 +67,41 @@ function readmeExample(name: string): string {
   const m = /```[a-z]*\n([\s\S]*?)```/.exec(readme.slice(at));
   if (!m) throw new Error(`no code block after the README marker for ${name}`);
   return m[1] as string;
+}
+
+/**
+ * Runs a consumer script until it has logged `count` handled messages (`<group> #<seq> attempt <n>: ...`),
+ * then stops it with SIGTERM; it must exit 0 with nothing on stderr. Returns its output lines.
+ */
+async function consumeUntil(file: string, env: Record<string, string>, count: number): Promise<string[]> {
+  const child: ChildProcess = spawn(process.execPath, [file], {
+    cwd: app,
+    env: cleanEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    err += d.toString();
+  });
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  try {
+    const deadline = Date.now() + 30_000;
+    while (out.split("\n").filter((l) => / #\d+ attempt /.test(l)).length < count) {
+      if (child.exitCode !== null) throw new Error(`${file} exited early: ${out}\n${err}`);
+      if (Date.now() > deadline) throw new Error(`${file} handled too little: ${out}\n${err}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  } finally {
+    if (child.exitCode === null) child.kill("SIGKILL");
+  }
+  expect(err).toBe("");
+  return out.split("\n");
 }
 
 beforeAll(async () => {
@@ -108,9 +147,11 @@ beforeAll(async () => {
 
   admin = await LibsqlTransport.create(inject("sqldUrl"));
   await resetDatabase(admin.client);
+  worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: QUEUE_TOKEN });
 }, 300_000);
 
-afterAll(() => {
+afterAll(async () => {
+  await worker?.stop();
   admin?.close();
   if (work) rmSync(work, { recursive: true, force: true });
 });
@@ -124,6 +165,8 @@ describe("npm pack → npm install → import", () => {
       "dist/index.d.ts",
       "dist/client/index.js",
       "dist/client/index.d.ts",
+      "dist/client/http.js",
+      "dist/client/http.d.ts",
       "dist/hono.js",
       "dist/hono.d.ts",
     ]) {
@@ -177,10 +220,20 @@ assert.deepEqual(seen, [0, 1, 2]);
 assert.equal(summary.acked, 3);
 await assert.rejects(consume(q, () => {}, { workerId: "" }), (e) => e instanceof QueueError && e.field === "options.workerId");
 q.close();
+
+// The HTTP client against the Worker: the library's methods, the library's error class.
+const api = client.createClient({ url: process.env.QUEUE_URL, token: process.env.QUEUE_TOKEN });
+const seq = await api.publish("esm-http", { n: 1 });
+const lease = await api.claim("esm", 30);
+assert.equal(lease.seq, seq);
+await api.ack(lease);
+await assert.rejects(api.ack(lease), (e) => e instanceof QueueError && e instanceof client.QueueHttpError &&
+  e.code === "LEASE_NOT_FOUND" && e.status === 404 && e.field === "lease_id");
 console.log("esm ok");
 `,
     );
-    expect(await node(["esm.mjs"], { SQLD_URL: inject("sqldUrl") })).toContain("esm ok");
+    const env = { SQLD_URL: inject("sqldUrl"), QUEUE_URL: worker.url, QUEUE_TOKEN };
+    expect(await node(["esm.mjs"], env)).toContain("esm ok");
   });
 
   it("a CommonJS project require()s every entry (Node's require(esm)) and uses it", async () => {
@@ -193,6 +246,8 @@ const hono = require("turso-queue/hono");
 assert.equal(client.consume, consume);
 assert.equal(client.QueueError, QueueError);
 assert.equal(typeof hono.createApp, "function");
+assert.equal(typeof client.createClient, "function");
+assert.ok(new client.QueueHttpError("NOT_FOUND", "x", { status: 404 }) instanceof QueueError);
 (async () => {
   const q = await LibsqlTransport.create(process.env.SQLD_URL);
   const seq = await q.publish("cjs", { ok: true });
@@ -209,7 +264,14 @@ assert.equal(typeof hono.createApp, "function");
 
   it("tsc type-checks every entry with nodenext (ESM and CommonJS files) and bundler resolution", async () => {
     const use = `import { consume, type ConsumeOptions, type Lease, LibsqlTransport, QueueError } from "turso-queue";
-import { type ConsumerQueue, consume as consumeAnywhere, type ConsumeSummary } from "turso-queue/client";
+import {
+  type ConsumerQueue,
+  consume as consumeAnywhere,
+  type ConsumeSummary,
+  createClient,
+  type QueueClient,
+  QueueHttpError,
+} from "turso-queue/client";
 import { type AppEnv, createApp, perRequestTransports, sharedTransports } from "turso-queue/hono";
 import { Hono } from "hono";
 
@@ -225,7 +287,11 @@ export async function main(): Promise<number> {
   app.route("/queue", createApp(perRequestTransports()));
   const own: Hono<AppEnv> = createApp(sharedTransports(), { dbConcurrency: 2 });
   const e: QueueError | undefined = undefined;
-  void consume; void own; void e;
+  const api: QueueClient = createClient({ url: "http://127.0.0.1:8787", token: "t", fetch: globalThis.fetch });
+  const overHttp: ConsumerQueue = api;
+  const lease: Lease<{ n: number }> | null = await api.claim<{ n: number }>("w", 30, 0, { wait: 5 });
+  const status: number | undefined = new QueueHttpError("LEASE_LOST", "lost").status;
+  void consume; void own; void e; void overHttp; void lease; void status;
   return summary.acked;
 }
 `;
@@ -271,33 +337,7 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
       ...[1, 2, 3].map((n) => ({ groupId: "orders", event: { order: n } })),
       ...[1, 2].map((n) => ({ groupId: "emails", event: { mail: n } })),
     ]);
-    const child: ChildProcess = spawn(process.execPath, ["consumer.mjs"], {
-      cwd: app,
-      env: cleanEnv({ TURSO_DATABASE_URL: inject("sqldUrl") }),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    let err = "";
-    child.stdout?.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr?.on("data", (d: Buffer) => {
-      err += d.toString();
-    });
-    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-    try {
-      const deadline = Date.now() + 30_000;
-      while (out.split("\n").filter((l) => / #\d+ attempt /.test(l)).length < 5) {
-        if (child.exitCode !== null) throw new Error(`the consumer exited early: ${out}\n${err}`);
-        if (Date.now() > deadline) throw new Error(`the consumer handled too little: ${out}\n${err}`);
-        await new Promise((r) => setTimeout(r, 25));
-      }
-      child.kill("SIGTERM");
-      expect(await exited).toBe(0);
-    } finally {
-      if (child.exitCode === null) child.kill("SIGKILL");
-    }
-    const lines = out.split("\n");
+    const lines = await consumeUntil("consumer.mjs", { TURSO_DATABASE_URL: inject("sqldUrl") }, 5);
     expect(lines.filter((l) => l.startsWith("orders "))).toEqual([
       'orders #1 attempt 1: {"order":1}',
       'orders #2 attempt 1: {"order":2}',
@@ -309,7 +349,43 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
     ]);
     const stopped = lines.find((l) => l.startsWith("stopped: "));
     expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 5, nacked: 0, abandoned: 0 });
-    expect(err).toBe("");
+    expect((await admin.stats()).groups).toBe(0);
+  });
+
+  it("the README's serverless publisher and HTTP consumer run as written against the Worker", async () => {
+    await resetDatabase(admin.client);
+    const env = { QUEUE_URL: worker.url, QUEUE_TOKEN };
+    writeFileSync(join(app, "publish-fn.mjs"), readmeExample("publish-fn.mjs"));
+    writeFileSync(
+      join(app, "invoke-fn.mjs"),
+      `import { POST } from "./publish-fn.mjs";
+const answers = [];
+// Orders 1 and 2 of customer 7, then order 1 again (a retried invocation): stored once.
+for (const id of [1, 2, 1]) {
+  const res = await POST(new Request("http://localhost/api/orders", {
+    method: "POST", body: JSON.stringify({ id, customerId: 7, amount: 1200 }),
+  }));
+  answers.push([res.status, await res.json()]);
+}
+console.log(JSON.stringify(answers));
+`,
+    );
+    const answers = JSON.parse((await node(["invoke-fn.mjs"], env)).trim()) as [number, { queued: number }][];
+    const [first, second] = answers.map(([, a]) => a.queued) as [number, number];
+    expect(answers).toEqual([
+      [202, { queued: first }],
+      [202, { queued: first + 1 }],
+      [202, { queued: first }],
+    ]);
+
+    writeFileSync(join(app, "http-consumer.mjs"), readmeExample("http-consumer.mjs"));
+    const lines = await consumeUntil("http-consumer.mjs", env, 2);
+    expect(lines.filter((l) => l.startsWith("customer-7 "))).toEqual([
+      `customer-7 #${first} attempt 1: {"type":"charge","order":1}`,
+      `customer-7 #${second} attempt 1: {"type":"charge","order":2}`,
+    ]);
+    const stopped = lines.find((l) => l.startsWith("stopped: "));
+    expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 2, nacked: 0, abandoned: 0 });
     expect((await admin.stats()).groups).toBe(0);
   });
 

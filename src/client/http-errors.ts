@@ -1,0 +1,155 @@
+/**
+ * The HTTP client's one error class, and the one place that turns an answer or a failed request
+ * into it.
+ *
+ * `QueueHttpError` is a `QueueError` (so `instanceof QueueError`, consume()'s fencing checks and a
+ * single `catch` work for the library and the client alike) whose `code` is the API's error code
+ * (src/contract/schemas.ts, ERRORS), plus the HTTP `status` of the answer.
+ */
+import type { ErrorCode } from "../contract/types.js";
+import { QueueError } from "../core/errors.js";
+
+/** Every code the API answers with (a superset of the library's `QueueErrorCode`). */
+export type HttpErrorCode = ErrorCode;
+
+export interface HttpErrorOptions {
+  /** The HTTP status of the answer; absent when no answer came (network failure, timeout, refused before sending). */
+  status?: number;
+  field?: string;
+  cause?: unknown;
+  outcomeUnknown?: boolean;
+}
+
+interface HttpErrorInstance extends Omit<QueueError, "code"> {
+  readonly code: HttpErrorCode;
+}
+/**
+ * QueueError's constructor, typed for the API's codes. QueueError types `code` as the library's
+ * codes, which the API's extend (NOT_FOUND, PAYLOAD_TOO_LARGE, ...): a subclass cannot widen a
+ * property's type, so the widening happens here, once.
+ */
+const HttpErrorBase = QueueError as unknown as new (
+  code: HttpErrorCode,
+  message: string,
+  opts?: HttpErrorOptions,
+) => HttpErrorInstance;
+
+export class QueueHttpError extends HttpErrorBase {
+  /** The answer's HTTP status; undefined when no answer came (network, timeout, bad argument caught before sending). */
+  readonly status: number | undefined;
+
+  constructor(code: HttpErrorCode, message: string, opts: HttpErrorOptions = {}) {
+    super(code, message, opts);
+    this.name = "QueueHttpError";
+    this.status = opts.status;
+  }
+}
+
+/** An argument refused before any request was sent, named as the API names it. */
+export const invalidArgument = (field: string, problem: string) =>
+  new QueueHttpError("INVALID_ARGUMENT", `${field}: ${problem}`, { field });
+
+/** What became of one attempt, before the call decides whether to try again. */
+export interface Failure {
+  error: QueueHttpError;
+  /** Nothing was applied (BUSY, refused connection): any call may be sent again. */
+  notApplied: boolean;
+  /** The request may have been applied (no answer, UNAVAILABLE, TIMEOUT, a gateway's 5xx). */
+  unknown: boolean;
+  /** The server's Retry-After, in ms. */
+  retryAfterMs: number | undefined;
+}
+
+/** Statuses a gateway in front of the API answers with when the API did not answer (no JSON error of ours). */
+const GATEWAY = new Set([502, 503, 504]);
+/** Codes of a fallback for answers that are not the API's JSON errors. */
+const CODE_OF_STATUS: Record<number, HttpErrorCode> = {
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHORIZED",
+  403: "UNAUTHORIZED",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  409: "IDEMPOTENCY_CONFLICT",
+  413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
+  429: "BUSY",
+};
+
+/** A 4xx message starts with the field at fault: `messages[3].priority: must be ...`, `"prority": unknown field`. */
+const FIELD = /^([^\s:]+|"[^"]*"|[^\s:]*\."[^"]*"): /;
+
+/** The failure an error answer (status >= 400) stands for. */
+export function failureOfAnswer(status: number, text: string, retryAfter: string | null, what: string): Failure {
+  let code: string | undefined;
+  let message: string | undefined;
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    if (typeof body?.error?.code === "string") code = body.error.code;
+    if (typeof body?.error?.message === "string") message = body.error.message;
+  } catch {
+    // Not the API's JSON: a gateway, a proxy, or another server.
+  }
+  const ours = code !== undefined;
+  const known: HttpErrorCode =
+    (code as HttpErrorCode | undefined) ??
+    CODE_OF_STATUS[status] ??
+    (GATEWAY.has(status) ? "UNAVAILABLE" : status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");
+  const text1 = message ?? `${what}: HTTP ${status}${text ? ` ${text.slice(0, 200)}` : ""}`;
+  const field = status < 500 && message !== undefined ? FIELD.exec(message)?.[1] : undefined;
+  const unknown =
+    (known === "UNAVAILABLE" || known === "TIMEOUT") && status >= 500 ? true : !ours && GATEWAY.has(status);
+  const notApplied = status === 429 || (status === 503 && (known === "BUSY" || known === "CLOSED"));
+  return {
+    error: new QueueHttpError(known, text1, { status, field, outcomeUnknown: unknown }),
+    notApplied,
+    unknown,
+    retryAfterMs: parseRetryAfter(retryAfter),
+  };
+}
+
+/** The failure a request that got no answer stands for (fetch rejected). */
+export function failureOfNetwork(e: unknown, what: string): Failure {
+  const refused = causes(e).some((c) => {
+    const code = (c as { code?: unknown }).code;
+    return code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN";
+  });
+  const detail = causes(e)
+    .map((c) => (c instanceof Error ? c.message : String(c)))
+    .filter(Boolean)
+    .join(": ");
+  return {
+    error: new QueueHttpError("UNAVAILABLE", `${what}: the API could not be reached (${detail})`, {
+      cause: e,
+      outcomeUnknown: !refused,
+    }),
+    notApplied: refused,
+    unknown: !refused,
+    retryAfterMs: undefined,
+  };
+}
+
+function causes(e: unknown): unknown[] {
+  const out: unknown[] = [];
+  for (let c = e; c !== undefined && c !== null && out.length < 6; c = (c as { cause?: unknown }).cause) out.push(c);
+  return out;
+}
+
+/** `Retry-After: <seconds>` or `Retry-After: <HTTP date>`, in ms from now. */
+export function parseRetryAfter(h: string | null): number | undefined {
+  if (h === null) return undefined;
+  const t = h.trim();
+  if (/^\d+$/.test(t)) return Number(t) * 1000;
+  const at = Date.parse(t);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+/** The same error with `outcomeUnknown` set: an earlier attempt of the call may have applied. */
+export function withUnknownOutcome(e: QueueHttpError, note?: string): QueueHttpError {
+  if (e.outcomeUnknown && note === undefined) return e;
+  return new QueueHttpError(e.code, note ? `${e.message} (${note})` : e.message, {
+    status: e.status,
+    field: e.field,
+    cause: e.cause,
+    outcomeUnknown: true,
+  });
+}
