@@ -20,21 +20,7 @@ export interface HttpErrorOptions {
   outcomeUnknown?: boolean;
 }
 
-interface HttpErrorInstance extends Omit<QueueError, "code"> {
-  readonly code: HttpErrorCode;
-}
-/**
- * QueueError's constructor, typed for the API's codes. QueueError types `code` as the library's
- * codes, which the API's extend (NOT_FOUND, PAYLOAD_TOO_LARGE, ...): a subclass cannot widen a
- * property's type, so the widening happens here, once.
- */
-const HttpErrorBase = QueueError as unknown as new (
-  code: HttpErrorCode,
-  message: string,
-  opts?: HttpErrorOptions,
-) => HttpErrorInstance;
-
-export class QueueHttpError extends HttpErrorBase {
+export class QueueHttpError extends QueueError<HttpErrorCode> {
   /** The answer's HTTP status; undefined when no answer came (network, timeout, bad argument caught before sending). */
   readonly status: number | undefined;
 

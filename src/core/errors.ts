@@ -25,8 +25,9 @@ export type QueueErrorCode =
   /** Any other error the database reported. */
   | "DATABASE";
 
-export class QueueError extends Error {
-  readonly code: QueueErrorCode;
+/** `C`: the codes a subclass may carry (the HTTP client's QueueHttpError adds the API's own). */
+export class QueueError<C extends string = QueueErrorCode> extends Error {
+  readonly code: C;
   /** For INVALID_ARGUMENT: the offending field, e.g. `"groupId"` or `"messages[3].event"`. */
   readonly field: string | undefined;
   /**
@@ -35,11 +36,7 @@ export class QueueError extends Error {
    */
   readonly outcomeUnknown: boolean;
 
-  constructor(
-    code: QueueErrorCode,
-    message: string,
-    opts: { field?: string; cause?: unknown; outcomeUnknown?: boolean } = {},
-  ) {
+  constructor(code: C, message: string, opts: { field?: string; cause?: unknown; outcomeUnknown?: boolean } = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "QueueError";
     this.code = code;
