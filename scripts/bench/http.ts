@@ -4,7 +4,7 @@
  */
 import { type Client, createClient } from "@libsql/client";
 import { LibsqlTransport } from "../../src/index.js";
-import type { Sqld } from "../sqld.js";
+import { type Sqld, startSqld } from "../sqld.js";
 import { BATCH_N, CFG, CONCURRENCY, EXTRA, GROUPS, PAD, VIS } from "./config.js";
 import { progress, record, runLoops, sleep, timeoutFetch } from "./lib.js";
 
@@ -144,35 +144,48 @@ async function naiveCycle(client: Client, worker: string, stats: { busy: number 
 // ---------------------------------------------------------------------------------------------
 // HTTP throughput cases (one sqld): floor, ours, naive, publish, batch claim
 
+/**
+ * Runs `fn` on a sqld of its own, stopped afterwards. The floor and naive cases send many write
+ * batches at once with no limit, which can wedge sqld 0.24's writes (README, "Open"): each slice of
+ * them gets a fresh server, so that a wedge costs that slice, not the rest of the run.
+ */
+async function onFreshSqld<T>(setup: string[], fn: (raw: Client) => Promise<T>): Promise<T> {
+  const own = await startSqld();
+  const raw = createClient({ url: own.url, concurrency: 64, fetch: timeoutFetch(15_000) });
+  try {
+    await raw.batch(setup, "write");
+    return await fn(raw);
+  } finally {
+    raw.close();
+    await own.stop();
+  }
+}
+
+const FLOOR_SCHEMA = [
+  "CREATE TABLE bench_floor (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
+  "INSERT INTO bench_floor WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 64) SELECT i, 0 FROM c",
+];
+
 export async function httpCases(sqld: Sqld): Promise<void> {
-  const raw = createClient({ url: sqld.url, concurrency: 64, fetch: timeoutFetch(15_000) });
-  await raw.batch(
-    [
-      "DROP TABLE IF EXISTS bench_floor",
-      "CREATE TABLE bench_floor (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
-      `INSERT INTO bench_floor WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 64) SELECT i, 0 FROM c`,
-      ...NAIVE_SCHEMA,
-    ],
-    "write",
-  );
   const t = await LibsqlTransport.create(sqld.url, { ...EXTRA });
   const tNoDL = await LibsqlTransport.create(sqld.url, { ...EXTRA, maxAttempts: Number.POSITIVE_INFINITY });
   await refillOurs(t.client, CFG.seed);
-  await refillNaive(raw, CFG.seed);
   const naiveStats = { busy: 0 };
   const ms = CFG.sliceMs;
   for (let round = 1; round <= CFG.rounds; round++) {
     progress(`HTTP round ${round}/${CFG.rounds}`);
     for (const c of CONCURRENCY) {
-      const floor = await runLoops({
-        concurrency: c,
-        ms,
-        maxOps: 1_000_000,
-        op: async (w) => {
-          await raw.batch([{ sql: "UPDATE bench_floor SET n = n + 1 WHERE id = ?", args: [w + 1] }], "write");
-          return 1;
-        },
-      });
+      const floor = await onFreshSqld(FLOOR_SCHEMA, (raw) =>
+        runLoops({
+          concurrency: c,
+          ms,
+          maxOps: 1_000_000,
+          op: async (w) => {
+            await raw.batch([{ sql: "UPDATE bench_floor SET n = n + 1 WHERE id = ?", args: [w + 1] }], "write");
+            return 1;
+          },
+        }),
+      );
       record(`http.floor.c${c}`, floor);
 
       const left = await topUp(t.client, "messages", "groups");
@@ -195,14 +208,16 @@ export async function httpCases(sqld: Sqld): Promise<void> {
         retries: t.writeStats.retries - s0.retries,
       });
 
-      const naiveLeft = await topUp(raw, "naive_messages", "naive_groups");
       const b0 = naiveStats.busy;
-      const naive = await runLoops({
-        concurrency: c,
-        ms,
-        maxOps: naiveLeft,
-        maxErrors: 50,
-        op: (w) => naiveCycle(raw, `w${w}`, naiveStats),
+      const naive = await onFreshSqld(NAIVE_SCHEMA, async (raw) => {
+        await refillNaive(raw, CFG.seed);
+        return runLoops({
+          concurrency: c,
+          ms,
+          maxOps: CFG.seed,
+          maxErrors: 50,
+          op: (w) => naiveCycle(raw, `w${w}`, naiveStats),
+        });
       });
       record(`http.naive.c${c}`, naive, { busy: naiveStats.busy - b0 });
     }
@@ -267,5 +282,4 @@ export async function httpCases(sqld: Sqld): Promise<void> {
   }
   tNoDL.close();
   t.close();
-  raw.close();
 }
