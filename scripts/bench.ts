@@ -37,12 +37,21 @@ async function main() {
   if (!NO_DEPTH) await depthCases();
   if (!NO_FILE) await fileCases();
   const cost = NO_COST ? undefined : await costBench({ depths: CFG.costDepths, runs: CFG.costRuns });
+  // Sections of their own, each measured side by side within itself.
+  const sections: string[] = [];
+  if (cost) {
+    sections.push(
+      `### What it costs: rows billed per operation (sqld's own counters), over HTTP, default options\n\n${cost.text}`,
+    );
+  }
+  if (!process.argv.includes("--no-pgboss")) {
+    const text = await (await import("./bench/pgboss.js")).pgbossBench({ quick: QUICK });
+    if (text) sections.push(text);
+  }
   const r = report(started, m0);
   const { targets, machine: m, bestFloor } = r;
-  const text = cost
-    ? `${r.text}\n### What it costs: rows billed per operation (sqld's own counters), over HTTP, default options\n\n${cost.text}\n`
-    : r.text;
-  process.stdout.write(`\n${text}`);
+  const text = [r.text, ...sections].join("\n");
+  process.stdout.write(`\n${text}\n`);
 
   mkdirSync(join(ROOT, "bench-results"), { recursive: true });
   const json = {
@@ -96,7 +105,6 @@ async function main() {
     writeFileSync(md, next);
     progress("updated BENCHMARKS.md");
   }
-  if (!process.argv.includes("--no-pgboss")) await (await import("./bench/pgboss.js")).pgbossBench({ quick: QUICK });
 }
 
 await main();

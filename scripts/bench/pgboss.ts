@@ -42,12 +42,13 @@ interface Acc {
   statements: number;
 }
 
-export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): Promise<void> {
+/** Runs the comparison; answers its section of the report (undefined when PostgreSQL is missing). */
+export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): Promise<string | undefined> {
   const cfg = quick ? { rounds: 2, sliceMs: 700, seed: 8_000 } : { rounds: 4, sliceMs: 1500, seed: 30_000 };
   const pg = await startPostgres();
   if (!pg) {
     progress("pg-boss: PostgreSQL is not installed (apt-get install -y postgresql): skipping the pg-boss comparison");
-    return;
+    return undefined;
   }
   const sqld = await startSqld();
   const acc = new Map<string, Acc>();
@@ -333,7 +334,6 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
     ),
     errors.length ? `\nErrors: ${errors.join("; ")}` : "",
   ].join("\n");
-  process.stdout.write(`\n${text}\n`);
   mkdirSync(join(ROOT, "bench-results"), { recursive: true });
   const stamp = started.toISOString().replace(/[:.]/g, "-");
   const file = join(ROOT, "bench-results", `${stamp}-pgboss${quick ? "-quick" : ""}.json`);
@@ -342,9 +342,11 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
     `${JSON.stringify({ started, config: cfg, postgres: pg.version, cases: Object.fromEntries(acc) }, null, 2)}\n`,
   );
   progress(`wrote ${file}`);
+  return text;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  await pgbossBench({ quick: process.argv.includes("--quick") });
+  const text = await pgbossBench({ quick: process.argv.includes("--quick") });
+  if (text) process.stdout.write(`\n${text}\n`);
   process.exit(0);
 }
