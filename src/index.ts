@@ -11,7 +11,9 @@ export { consume } from "./client/consume.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
 export type {
+  Change,
   DeadLetter,
+  GroupInfo,
   Lease,
   NackResult,
   PublishInput,

@@ -10,7 +10,7 @@ import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
-import type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+import type { Change, DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
 import {
   checkCount,
   checkDelay,
@@ -22,6 +22,7 @@ import {
 } from "./validate.js";
 
 export type {
+  Change,
   DeadLetter,
   GroupInfo,
   Lease,
@@ -88,6 +89,7 @@ export class LibsqlTransport {
   readonly #ownsClient: boolean;
   /** Set for a local file: writes run in-process (local.ts), without the committer. */
   readonly #localWrites: LocalWrites | undefined;
+  readonly #listeners = new Set<(change: Change) => void>();
 
   private constructor(client: Client, opts: Resolved, ownsClient: boolean) {
     this.client = client;
@@ -157,6 +159,27 @@ export class LibsqlTransport {
     return t;
   }
 
+  /**
+   * Calls `listener` after each write through this transport that may have made a message
+   * deliverable (a publish, an ack or nack freeing its group, a redrive, a release), so that a
+   * waiting consumer in this process can claim at once instead of polling. Writes by other
+   * processes are not seen. Returns the function that removes the listener.
+   */
+  onChange(listener: (change: Change) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #changed(change: Change): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch (e) {
+        console.error("onChange listener threw", e);
+      }
+    }
+  }
+
   /** Counters of the write path: batches sent, writes carried, retries, BUSY answers. */
   get writeStats(): Readonly<Committer["stats"]> {
     return this.#committer.stats;
@@ -174,6 +197,7 @@ export class LibsqlTransport {
       delay: delayOf(options, "delay"),
     };
     const [seq] = await this.#publishRows([row], options);
+    this.#changed("publish");
     return seq as number;
   }
 
@@ -192,7 +216,9 @@ export class LibsqlTransport {
         delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
       };
     });
-    return this.#publishRows(rows, options);
+    const seqs = await this.#publishRows(rows, options);
+    this.#changed("publish");
+    return seqs;
   }
 
   async #publishRows(rows: sql.PublishRow[], options: PublishOptions): Promise<number[]> {
@@ -275,12 +301,15 @@ export class LibsqlTransport {
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
     await this.#write(sql.ackPlan(leaseRef(lease)), true);
+    this.#changed("ack");
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
   async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
     const ref = leaseRef(lease);
-    return this.#write(sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts), true);
+    const result = await this.#write(sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts), true);
+    this.#changed("nack");
+    return result;
   }
 
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */
@@ -305,7 +334,9 @@ export class LibsqlTransport {
 
   /** Puts a dead letter back at the tail of its group, with a fresh attempt count; returns its new seq. */
   async redrive(seq: number): Promise<number> {
-    return this.#write(sql.redrivePlan(checkSeq("seq", seq)), false);
+    const newSeq = await this.#write(sql.redrivePlan(checkSeq("seq", seq)), false);
+    this.#changed("redrive");
+    return newSeq;
   }
 
   /** Drops a dead letter for good; false when there was none. */

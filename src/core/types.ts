@@ -78,3 +78,6 @@ export interface GroupInfo {
   /** The database clock's epoch seconds of its last claim; 0 when never claimed. */
   lastClaimedAt: number;
 }
+
+/** A write that may have made a message deliverable (see `LibsqlTransport.onChange`). */
+export type Change = "publish" | "ack" | "nack" | "redrive" | "release";

@@ -164,6 +164,24 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     await t.ack(lease);
   });
 
+  it("onChange: told after each write that may free a message, not after claims, extends or refused writes", async () => {
+    t = await target.open();
+    const seen: string[] = [];
+    const off = t.onChange((c) => seen.push(c));
+    await t.publish("g", 1);
+    await t.publishMany([{ groupId: "g", event: 2 }]);
+    const a = (await t.claim("w", 30)) as Lease;
+    await t.extend(a, 30);
+    await t.nack(a);
+    const b = (await t.claim("w", 30)) as Lease;
+    await t.ack(b);
+    await expect(t.ack(b)).rejects.toThrow(QueueError);
+    expect(seen).toEqual(["publish", "publish", "nack", "ack"]);
+    off();
+    await t.publish("g", 3);
+    expect(seen).toHaveLength(4);
+  });
+
   it("ack removes the group row when the group empties", async () => {
     t = await target.open();
     await t.publish("g", 1);
