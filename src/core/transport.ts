@@ -10,7 +10,16 @@ import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
-import type { Change, DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+import type {
+  Change,
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  PublishOptions,
+  QueueStats,
+} from "./types.js";
 import {
   checkCount,
   checkDelay,
