@@ -558,6 +558,41 @@ ON CONFLICT (seq) DO NOTHING`,
   );
 }
 
+/**
+ * Gives a lease back as if it had not been delivered: the message is free again at once and the
+ * attempt its claim counted is taken back (the group keeps the claim's round-robin stamp).
+ */
+export function releasePlan(l: LeaseRef): Plan<void> {
+  const args = { seq: l.seq, token: l.token };
+  return plan(
+    [
+      [
+        "released",
+        stmt(
+          `UPDATE messages SET locked_by = NULL, lock_expiry = NULL, tq_attempts = max(coalesce(tq_attempts, 1) - 1, 0)
+ WHERE seq = :seq AND ${FENCE} RETURNING seq`,
+          args,
+        ),
+      ],
+      [
+        "state",
+        stmt(
+          `SELECT ${PRESENT},
+       EXISTS (SELECT 1 FROM messages WHERE seq = :seq AND substr(tq_lease, 1, 32) = :token AND locked_by IS NULL) AS ours`,
+          args,
+        ),
+        (r) => rowsOf(r.released).length === 0,
+      ],
+    ],
+    (r, retried) => {
+      if (rowsOf(r.released).length > 0) return;
+      const present = flag(r.state, "present");
+      if (retried && (!present || flag(r.state, "ours"))) return;
+      throw leaseError(present, l);
+    },
+  );
+}
+
 /** Heartbeat: the lease now ends `visibility` seconds from now. Answers the new expiry. */
 export function extendPlan(l: LeaseRef, visibility: number): Plan<number> {
   const args = { seq: l.seq, token: l.token, vis: visibility };

@@ -321,6 +321,16 @@ export class LibsqlTransport {
     return result;
   }
 
+  /**
+   * Gives back a lease that is still yours as if it had not been delivered: the message is
+   * claimable again at once and its attempt is not counted. For a lease taken for a consumer that
+   * went away before it got it (a long-poll waiter that disconnected).
+   */
+  async release(lease: Lease | string): Promise<void> {
+    await this.#write(sql.releasePlan(leaseRef(lease)), true);
+    this.#changed("release");
+  }
+
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);

@@ -182,6 +182,28 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     expect(seen).toHaveLength(4);
   });
 
+  it("release gives a lease back as undelivered: claimable at once, its attempt not counted, fenced", async () => {
+    t = await target.open();
+    await t.publish("g", "first");
+    await t.publish("g", "second");
+    const seen: string[] = [];
+    t.onChange((c) => seen.push(c));
+    const a = (await t.claim("w1", 30)) as Lease;
+    expect(a.attempts).toBe(1);
+    await t.release(a);
+    expect(seen).toEqual(["release"]);
+    // The same message again (FIFO kept), on its first attempt again.
+    const b = (await t.claim("w2", 30)) as Lease;
+    expect([b.seq, b.attempts, b.event]).toEqual([a.seq, 1, "first"]);
+    // The old lease is fenced off, the new one is not.
+    await expect(t.release(a)).rejects.toMatchObject({ code: "LEASE_LOST" });
+    await t.release(b);
+    const c = (await t.claim("w3", 30)) as Lease;
+    await t.ack(c);
+    await expect(t.release(c)).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
+    expect(((await t.claim("w3", 30)) as Lease).event).toBe("second");
+  });
+
   it("ack removes the group row when the group empties", async () => {
     t = await target.open();
     await t.publish("g", 1);
