@@ -27,7 +27,7 @@ export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
 /** The database's single writer: the whole API over one shared transport. */
 export class QueueWriter extends DurableObject<WorkerBindings> {
-  readonly #app = createApp(sharedTransports(), { dbConcurrency: Number.POSITIVE_INFINITY });
+  readonly #app = createApp(sharedTransports(), { dbConcurrency: Number.POSITIVE_INFINITY, waits: "dispatch" });
 
   override fetch(request: Request): Promise<Response> {
     return Promise.resolve(this.#app.fetch(request, this.env));

@@ -9,6 +9,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { LibsqlTransport } from "../core/transport.js";
 import { requireBearer } from "./auth.js";
 import { readBodyBytes } from "./body.js";
+import type { ClaimContext } from "./claiming.js";
 import type { Bindings, Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
@@ -31,6 +32,10 @@ export interface AppEnv {
     config: Config;
     /** The transport, fetched only once the input has been validated. */
     queue: () => Promise<LibsqlTransport>;
+    /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */
+    idle: (ms: number, signal?: AbortSignal) => Promise<void>;
+    /** How a claim's `wait` is served (AppOptions.waits). */
+    waits: ClaimContext["waits"];
   };
 }
 
@@ -43,6 +48,12 @@ export interface AppOptions {
   dbConcurrency?: number;
   /** Longest a request waits for one of those slots before a 503 BUSY, in ms (default 30 000). */
   dbWaitMs?: number;
+  /**
+   * How a claim's `wait` (long poll) is served: "dispatch" when the transport is shared and sees
+   * every write (the QueueWriter), re-checking every QUEUE_RECHECK_SECONDS for writers that bypass it;
+   * otherwise (default) by polling with growing pauses inside the request.
+   */
+  waits?: "dispatch" | "poll";
 }
 
 /**
@@ -73,6 +84,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   const app = baseApp();
   const limit = options.dbConcurrency ?? 1;
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
+  const dispatch = options.waits === "dispatch";
 
   app.use("/v1/*", requireBearer, async (c, next) => {
     const config = c.get("config");
@@ -84,6 +96,14 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       }
       return factory(config);
     });
+    c.set("idle", async (ms, signal) => {
+      if (held) {
+        gate?.release();
+        held = false;
+      }
+      await pause(ms, signal);
+    });
+    c.set("waits", dispatch ? { mode: "dispatch", recheckMs: config.recheckMs } : { mode: "poll" });
     try {
       await next();
     } finally {
@@ -97,6 +117,20 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", inspect);
   app.route("/", deadLetters);
   return app;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }
 
 /** Sends a request on to whatever serves the API (the QueueWriter Durable Object) and returns its answer. */
@@ -115,7 +149,8 @@ export function createEdgeApp(forward: Forward): Hono<AppEnv> {
     // before reading it, and a stream still being pumped after the answer fails in workerd.
     const raw = c.req.raw;
     const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
-    const request = new Request(raw.url, { method: raw.method, headers: raw.headers, body });
+    // The client's abort goes on too: a long poll whose client left must not keep (or strand) a lease.
+    const request = new Request(raw.url, { method: raw.method, headers: raw.headers, body, signal: raw.signal });
     try {
       return await forward(request, c.get("config"), c.env);
     } catch (e) {

@@ -11,6 +11,11 @@ export interface Bindings {
   TURSO_AUTH_TOKEN?: string;
   /** The bearer token every `/v1` request must carry. A secret; the API refuses to run without it. */
   QUEUE_TOKEN?: string;
+  /**
+   * Seconds between the QueueWriter's safety re-checks for long-poll waiters (default 2): how late
+   * a waiter may learn of a message written by something that bypasses the Worker. A [var].
+   */
+  QUEUE_RECHECK_SECONDS?: string;
 }
 
 export interface Config {
@@ -18,6 +23,8 @@ export interface Config {
   databaseUrl: string;
   databaseAuthToken: string | undefined;
   queueToken: string;
+  /** QUEUE_RECHECK_SECONDS in ms. */
+  recheckMs: number;
 }
 
 /** Shortest QUEUE_TOKEN accepted: a guessable token is as good as none. */
@@ -89,9 +96,19 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   }
 
   const authToken = str("TURSO_AUTH_TOKEN");
+  const recheck = str("QUEUE_RECHECK_SECONDS") ?? "2";
+  const recheckSeconds = Number(recheck);
+  if (!(recheckSeconds >= 0.05 && recheckSeconds <= 300)) {
+    problems.push(`QUEUE_RECHECK_SECONDS must be a number of seconds from 0.05 to 300, got ${JSON.stringify(recheck)}`);
+  }
   if (problems.length > 0) return { ok: false, error: new ConfigError(problems) };
   return {
     ok: true,
-    config: { databaseUrl: url as string, databaseAuthToken: authToken, queueToken: queueToken as string },
+    config: {
+      databaseUrl: url as string,
+      databaseAuthToken: authToken,
+      queueToken: queueToken as string,
+      recheckMs: Math.round(recheckSeconds * 1000),
+    },
   };
 }

@@ -18,6 +18,10 @@ export const MAX_SECONDS = 366 * 24 * 3600;
 export const MAX_DEAD_LETTER_PAGE = 1000;
 /** Most groups `GET /v1/groups` lists. */
 export const MAX_GROUPS_PAGE = 100;
+/** Longest long poll of a claim, in seconds (SQS's is 20 too). */
+export const MAX_CLAIM_WAIT = 20;
+/** Most acks one claim carries. */
+export const MAX_CLAIM_ACKS = 100;
 
 // ---------------------------------------------------------------------------------------------
 // building blocks
@@ -131,6 +135,11 @@ const leaseId = v.pipe(
 // ---------------------------------------------------------------------------------------------
 // request parts: path, query, headers, bodies
 
+const delay = seconds(
+  ">= 0",
+  "Deliver no earlier than this many seconds from now (at most 366 days; default 0). The message keeps its place in its group: it holds back the messages published after it in its group, never those before.",
+);
+
 export const GroupPath = object({ group_id: id("The message group (FIFO, one message in flight at a time).") });
 export const LeasePath = object({ lease_id: leaseId });
 export const DeadLetterPath = object({ seq: seqText("The dead letter's seq.") });
@@ -150,12 +159,14 @@ export const PublishBody = object({
       "0 (default) to 4. The first publish into a group sets the group's priority; claims with `min_priority` skip groups below it.",
     ),
   ),
+  delay: v.optional(delay),
 });
 
 export const BatchMessage = object({
   group_id: id("The message's group."),
   event,
   priority: v.optional(priority("0 (default) to 4; the first publish into a group sets the group's priority.")),
+  delay: v.optional(delay),
 });
 
 export const PublishBatchBody = object({
@@ -182,6 +193,30 @@ export const ClaimBody = object({
       1,
       MAX_CLAIM_BATCH,
       `Claim up to this many leases, in distinct groups, and answer \`{"leases": [...]}\` (possibly empty) instead of one lease or 204.`,
+    ),
+  ),
+  wait: v.optional(
+    v.pipe(
+      v.number(got(`must be a number of seconds from 0 to ${MAX_CLAIM_WAIT}`)),
+      v.finite(got(`must be a number of seconds from 0 to ${MAX_CLAIM_WAIT}`)),
+      v.minValue(0, got(`must be a number of seconds from 0 to ${MAX_CLAIM_WAIT}`)),
+      v.maxValue(MAX_CLAIM_WAIT, got(`must be a number of seconds from 0 to ${MAX_CLAIM_WAIT}`)),
+      v.description(
+        `Long poll: when nothing is deliverable, hold the request up to this many seconds (0 to ${MAX_CLAIM_WAIT}, default 0) and answer as soon as a lease can be taken; then 204 (or \`{"leases": []}\` with \`max\`) when the wait is over.`,
+      ),
+    ),
+  ),
+  ack: v.optional(
+    v.pipe(
+      v.array(leaseId, "must be an array of lease ids"),
+      v.minLength(1, (issue) => `must hold 1 to ${MAX_CLAIM_ACKS} lease ids, got ${(issue.input as unknown[]).length}`),
+      v.maxLength(
+        MAX_CLAIM_ACKS,
+        (issue) => `must hold 1 to ${MAX_CLAIM_ACKS} lease ids, got ${(issue.input as unknown[]).length}`,
+      ),
+      v.description(
+        `Leases to ack before claiming (1 to ${MAX_CLAIM_ACKS}), in the same database batch as the claim: one round trip per message for a steady consumer. Needs \`max\`; each ack's outcome is in the answer's \`acks\`, and a failed ack never fails the claim.`,
+      ),
     ),
   ),
 });
@@ -244,10 +279,23 @@ export const Lease = v.object({
   ),
 });
 
+export const AckOutcome = v.object({
+  lease_id: leaseId,
+  error: v.optional(
+    v.pipe(
+      v.object({ code: v.string(), message: v.string() }),
+      v.description("Why this ack was not applied (`LEASE_LOST`, `LEASE_NOT_FOUND`, ...); absent when it was."),
+    ),
+  ),
+});
+
 export const LeaseList = v.object({
   leases: v.pipe(
     v.array(Lease),
     v.description("Up to `max` leases, each in its own group; empty when nothing is deliverable."),
+  ),
+  acks: v.optional(
+    v.pipe(v.array(AckOutcome), v.description("With `ack`: each ack's outcome, in the order the ids were sent.")),
   ),
 });
 

@@ -29,6 +29,8 @@ export type PublishAnswer = InferOutput<typeof s.PublishAnswer>;
 export type PublishBatchAnswer = InferOutput<typeof s.PublishBatchAnswer>;
 export type Lease = InferOutput<typeof s.Lease>;
 export type LeaseList = InferOutput<typeof s.LeaseList>;
+/** One ack carried by a claim: no `error` when it was applied. */
+export type AckOutcome = InferOutput<typeof s.AckOutcome>;
 export type ExtendAnswer = InferOutput<typeof s.ExtendAnswer>;
 export type Stats = InferOutput<typeof s.Stats>;
 export type DeadLetter = InferOutput<typeof s.DeadLetter>;

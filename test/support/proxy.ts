@@ -39,6 +39,8 @@ export interface Proxy {
   latencyMs: number;
   /** When true, new connections are closed as soon as they open. */
   refuse: boolean;
+  /** Called with each whole request's text (for counting requests by what they carry). */
+  observe: ((request: string) => void) | undefined;
   /** Queues a fault for the next `times` requests whose text `match` accepts (default: any). */
   inject(fault: Fault, opts?: { match?: string | RegExp | ((request: string) => boolean); times?: number }): void;
   /** Removes every queued fault. */
@@ -105,6 +107,7 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
     stats,
     latencyMs: 0,
     refuse: false,
+    observe: undefined,
     inject(fault, opts = {}) {
       const m = opts.match;
       const match =
@@ -175,7 +178,9 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
         const request = inbound.subarray(0, len);
         inbound = inbound.subarray(len);
         stats.requests++;
-        const fault = takeFault(request.toString("utf8"));
+        const text = request.toString("utf8");
+        proxy.observe?.(text);
+        const fault = takeFault(text);
         current = fault;
         awaitingFirstByte = true;
         if (fault?.kind === "cut") {

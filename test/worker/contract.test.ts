@@ -88,7 +88,23 @@ describe("400 messages start with the API's field name", () => {
         },
         "messages[3].priority: must be an integer from 0 to 4, got 9",
       ],
-      ["/v1/groups/g/messages", { event: 1, prority: 1 }, '"prority": unknown field (expected "event", "priority")'],
+      [
+        "/v1/groups/g/messages",
+        { event: 1, prority: 1 },
+        '"prority": unknown field (expected "event", "priority", "delay")',
+      ],
+      ["/v1/groups/g/messages", { event: 1, delay: -2 }, "delay: must be a finite number of seconds >= 0, got -2"],
+      [
+        "/v1/messages",
+        { messages: [{ group_id: "g", event: 1, delay: "5" }] },
+        'messages[0].delay: must be a finite number of seconds >= 0, got "5"',
+      ],
+      [
+        "/v1/claims",
+        { worker_id: "w", visibility: 1, wait: 21 },
+        "wait: must be a number of seconds from 0 to 20, got 21",
+      ],
+      ["/v1/claims", { worker_id: "w", visibility: 1, max: 2, ack: ["x"] }, "ack[0]: is not a lease id of this queue"],
       ["/v1/groups/g/messages", {}, "event: is required"],
       [
         "/v1/claims",

@@ -140,7 +140,7 @@ const hostile: fc.Arbitrary<Req> = fc.oneof(
   // Bad priorities, unknown fields.
   badPriority.map((priority) => jsonReq("/v1/groups/g/messages", { event: "e", priority })),
   fc
-    .record({ k: nasty.filter((k) => k !== "event" && k !== "priority"), v: fc.jsonValue() })
+    .record({ k: nasty.filter((k) => !["event", "priority", "delay"].includes(k)), v: fc.jsonValue() })
     .map(({ k, v }) => jsonReq("/v1/groups/g/messages", { event: 1, [k]: v })),
   // A batch with one bad message among good ones.
   fc
@@ -189,6 +189,31 @@ const hostile: fc.Arbitrary<Req> = fc.oneof(
     .record({ seq: fc.oneof(nasty, fc.constantFrom("0", "-1", "1.5", "1e3", "0x10", "99999999999999999999")) })
     .map(({ seq }) => ({ path: `/v1/dead-letters/${enc(seq)}/redrive`, method: "POST" })),
   badDelay.map((delay) => jsonReq(`/v1/leases/${LEASE}/nack`, { delay })),
+  // Bad delays on publishes (one bad message in a batch stores none), bad waits and acks on claims.
+  badDelay.map((delay) => jsonReq("/v1/groups/g/messages", { event: 1, delay })),
+  badDelay.map((delay) =>
+    jsonReq("/v1/messages", {
+      messages: [
+        { group_id: "a", event: 1 },
+        { group_id: "b", event: 2, delay },
+      ],
+    }),
+  ),
+  badNumber
+    .filter((v) => {
+      const w = wire(v);
+      return !(isNum(w) && w >= 0 && w <= 20);
+    })
+    .map((wait) => jsonReq("/v1/claims", { worker_id: "w", visibility: 5, wait })),
+  fc
+    .oneof(
+      fc.jsonValue().filter((v) => !Array.isArray(v)),
+      fc.constant([]),
+      fc.array(nasty, { minLength: 1, maxLength: 5 }),
+      fc.constant(Array.from({ length: 101 }, () => LEASE)),
+    )
+    .map((ack) => jsonReq("/v1/claims", { worker_id: "w", visibility: 5, max: 2, ack })),
+  fc.constant(jsonReq("/v1/claims", { worker_id: "w", visibility: 5, ack: [LEASE] })),
   // Unknown routes and methods.
   fc
     .record({ p: nasty, m: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE") })

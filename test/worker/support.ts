@@ -17,6 +17,7 @@ export interface Call {
   headers?: Record<string, string>;
   /** The bearer token; `null` sends no Authorization header. */
   token?: string | null;
+  signal?: AbortSignal;
 }
 
 /**
@@ -52,7 +53,7 @@ export async function api<B = AnyAnswer>(path: string, call: Call = {}): Promise
     headers["content-type"] ??= "application/json";
   }
   const method = call.method ?? (body === undefined ? "GET" : "POST");
-  const res = await exports.default.fetch(`http://queue.test${path}`, { method, headers, body });
+  const res = await exports.default.fetch(`http://queue.test${path}`, { method, headers, body, signal: call.signal });
   const text = await res.text();
   let parsed: unknown;
   if (text.length > 0) {

@@ -4,6 +4,8 @@ import { ClaimAnswer, ClaimBody } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
 import { leaseAnswer } from "../answers.js";
 import type { AppEnv } from "../app.js";
+import { claimWithAcks } from "../claiming.js";
+import { badRequest } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
 const lease = {
@@ -22,7 +24,7 @@ export const claim = defineRoute({
   tag: "Consume",
   summary: "Claim the next message (or up to `max`, in distinct groups)",
   description:
-    "Leases the oldest message of the group claimed longest ago (never-claimed groups first) among groups with nothing in flight and a priority of at least `min_priority`. A group is skipped while one of its messages holds a live lease or is parked. Ack, nack or extend the lease before `expires_at`; a lapsed lease is delivered again.",
+    "Leases the oldest message of the group claimed longest ago (never-claimed groups first) among groups with nothing in flight and a priority of at least `min_priority`. A group is skipped while one of its messages holds a live lease or is parked. Ack, nack or extend the lease before `expires_at`; a lapsed lease is delivered again. With `wait`, a claim that finds nothing is held until something can be leased or the wait is over (long poll). With `ack`, those leases are acked in the same database batch, before the claim.",
   auth: true,
   request: { body: { schema: ClaimBody, required: true, example: { worker_id: "worker-1", visibility: 30 } } },
   responses: {
@@ -39,12 +41,25 @@ export const claims = new Hono<AppEnv>();
 
 handle(claims, claim, async (c) => {
   const body = c.req.valid("json");
-  const queue = await c.var.queue();
-  const minPriority = body.min_priority ?? 0;
-  if (body.max === undefined) {
-    const got = await queue.claim(body.worker_id, body.visibility, minPriority);
-    return got ? c.json(leaseAnswer(got) satisfies T.Lease, 200) : c.body(null, 204);
+  if (body.ack !== undefined && body.max === undefined) {
+    throw badRequest("ack", 'needs "max" (the answer carries each ack\'s outcome beside the leases)');
   }
-  const got = await queue.claimMany(body.worker_id, body.visibility, body.max, minPriority);
-  return c.json({ leases: got.map(leaseAnswer) } satisfies T.LeaseList, 200);
+  const got = await claimWithAcks(
+    {
+      workerId: body.worker_id,
+      visibility: body.visibility,
+      n: body.max ?? 1,
+      minPriority: body.min_priority ?? 0,
+      wait: body.wait ?? 0,
+      acks: body.ack ?? [],
+    },
+    { queue: c.var.queue, idle: c.var.idle, waits: c.var.waits, signal: c.req.raw.signal },
+  );
+  if (body.max === undefined) {
+    const [lease] = got.leases;
+    return lease ? c.json(leaseAnswer(lease) satisfies T.Lease, 200) : c.body(null, 204);
+  }
+  const answer: T.LeaseList = { leases: got.leases.map(leaseAnswer) };
+  if (got.acks) answer.acks = got.acks;
+  return c.json(answer, 200);
 });

@@ -18,7 +18,8 @@ export const publishOne = defineRoute({
   operationId: "publish",
   tag: "Publish",
   summary: "Publish a message into a group",
-  description: "Appends the event to the tail of its group. A group delivers its messages in order, one at a time.",
+  description:
+    "Appends the event to the tail of its group. A group delivers its messages in order, one at a time. With `delay`, not before that many seconds from now.",
   auth: true,
   request: {
     params: GroupPath,
@@ -58,16 +59,16 @@ export const messages = new Hono<AppEnv>();
 
 handle(messages, publishOne, async (c) => {
   const { group_id } = c.req.valid("param");
-  const { event, priority } = c.req.valid("json");
+  const { event, priority, delay } = c.req.valid("json");
   const key = c.req.valid("header")["Idempotency-Key"];
-  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, { idempotencyKey: key });
+  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, { idempotencyKey: key, delay });
   return c.json({ seq } satisfies T.PublishAnswer, 201);
 });
 
 handle(messages, publishBatch, async (c) => {
   const list = c.req.valid("json").messages;
   const key = c.req.valid("header")["Idempotency-Key"];
-  const inputs = list.map((m) => ({ groupId: m.group_id, event: m.event, priority: m.priority ?? 0 }));
+  const inputs = list.map((m) => ({ groupId: m.group_id, event: m.event, priority: m.priority ?? 0, delay: m.delay }));
   const seqs = await (await c.var.queue()).publishMany(inputs, { idempotencyKey: key });
   return c.json({ seqs } satisfies T.PublishBatchAnswer, 201);
 });

@@ -1,0 +1,182 @@
+/**
+ * Long-poll claims inside the QueueWriter (the database's single writer).
+ *
+ * Waiters are held in arrival order, each with its own worker, visibility, priority floor and
+ * count. The dispatcher claims for all of them at once (their claims ride one write batch, in
+ * arrival order, so the first to come is served first) and only when something may have become
+ * deliverable: a write through this transport (`onChange`: a publish, an ack, a nack, a redrive, a
+ * release), the moment the database says a lease, a park or a delayed message comes due, or a
+ * bounded safety re-check for writers that bypass the Worker (the library elsewhere, the spec's
+ * Python transports). With nothing changing, an idle fleet of waiters costs one claim batch per
+ * re-check interval, whatever its size, instead of one per waiter per poll.
+ *
+ * A waiter that goes away (its request aborted) before its claim answered gets nothing, and the
+ * leases taken for it are released at once; if the runtime never says, they lapse at the end of
+ * their visibility like any lease.
+ */
+import type { Lease, LibsqlTransport } from "../../core/transport.js";
+
+export interface WaitRequest {
+  workerId: string;
+  visibility: number;
+  /** Leases wanted, in distinct groups; the waiter is answered with what one claim got (1 or more). */
+  n: number;
+  minPriority: number;
+  waitMs: number;
+  signal?: AbortSignal | undefined;
+}
+
+interface Waiter extends WaitRequest {
+  resolve(leases: Lease[]): void;
+  reject(e: unknown): void;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  onAbort: () => void;
+  done: boolean;
+}
+
+/** Counters, for tests and the bench. */
+export interface DispatcherStats {
+  /** Claim rounds (each one write batch holding one claim per waiter). */
+  rounds: number;
+  /** Claims sent in those rounds. */
+  claims: number;
+  /** Leases released because their waiter had gone. */
+  released: number;
+}
+
+/** After a known due moment, wait this much more before claiming (the database's clock may run behind ours). */
+const DUE_SLACK_MS = 20;
+
+export class Dispatcher {
+  readonly #queue: LibsqlTransport;
+  readonly #recheckMs: number;
+  #waiters: Waiter[] = [];
+  #running = false;
+  #dirty = false;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  readonly stats: DispatcherStats = { rounds: 0, claims: 0, released: 0 };
+
+  constructor(queue: LibsqlTransport, recheckMs: number) {
+    this.#queue = queue;
+    this.#recheckMs = recheckMs;
+    queue.onChange(() => {
+      if (this.#waiters.length > 0) this.#kick();
+    });
+  }
+
+  /** Waiters not answered yet. */
+  get waiting(): number {
+    return this.#waiters.length;
+  }
+
+  /** Resolves with the leases claimed for this waiter, or none when its wait ends or it goes away. */
+  wait(req: WaitRequest): Promise<Lease[]> {
+    return new Promise<Lease[]>((resolve, reject) => {
+      if (req.signal?.aborted) {
+        resolve([]);
+        return;
+      }
+      const w: Waiter = { ...req, resolve, reject, timer: undefined, onAbort: () => {}, done: false };
+      w.onAbort = () => this.#settle(w, []);
+      w.timer = setTimeout(w.onAbort, req.waitMs);
+      req.signal?.addEventListener("abort", w.onAbort, { once: true });
+      this.#waiters.push(w);
+      this.#kick();
+    });
+  }
+
+  #settle(w: Waiter, leases: Lease[], error?: unknown): void {
+    if (w.done) return;
+    w.done = true;
+    clearTimeout(w.timer);
+    w.signal?.removeEventListener("abort", w.onAbort);
+    this.#waiters = this.#waiters.filter((x) => x !== w);
+    if (this.#waiters.length === 0) this.#stopTimer();
+    if (error === undefined) w.resolve(leases);
+    else w.reject(error);
+  }
+
+  #kick(): void {
+    this.#dirty = true;
+    if (!this.#running) void this.#run();
+  }
+
+  async #run(): Promise<void> {
+    this.#running = true;
+    try {
+      while (this.#dirty && this.#waiters.length > 0) {
+        this.#dirty = false;
+        this.#stopTimer();
+        const round = [...this.#waiters];
+        this.stats.rounds++;
+        this.stats.claims += round.length;
+        // Submitted in one tick: the committer sends them in one batch, in this order.
+        const results = await Promise.allSettled(
+          round.map((w) => this.#queue.claimMany(w.workerId, w.visibility, w.n, w.minPriority)),
+        );
+        round.forEach((w, i) => {
+          const r = results[i] as PromiseSettledResult<Lease[]>;
+          if (r.status === "rejected") {
+            this.#settle(w, [], r.reason);
+            return;
+          }
+          if (r.value.length === 0) return;
+          if (w.done) {
+            this.#giveBack(r.value);
+            return;
+          }
+          this.#settle(w, r.value);
+        });
+      }
+    } finally {
+      this.#running = false;
+    }
+    if (this.#waiters.length > 0) await this.#scheduleNext();
+  }
+
+  #giveBack(leases: Lease[]): void {
+    for (const lease of leases) {
+      this.stats.released++;
+      this.#queue.release(lease).catch((e) => console.error("release of an abandoned waiter's lease failed", e));
+    }
+  }
+
+  /** The next round: when something held by time comes due, or at the safety re-check. */
+  async #scheduleNext(): Promise<void> {
+    let ms = this.#recheckMs;
+    try {
+      const { next, now } = await this.#queue.nextDueAt();
+      // A due moment already past that our claims did not take (held by the priority floor) says nothing new.
+      if (next !== null && next > now) ms = Math.min(ms, Math.ceil((next - now) * 1000) + DUE_SLACK_MS);
+    } catch {
+      // The re-check will tell.
+    }
+    if (this.#running || this.#waiters.length === 0) return;
+    this.#stopTimer();
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#kick();
+    }, ms);
+  }
+
+  #stopTimer(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+// A writer keeps its transports for its life (one per database): so does this map.
+const byTransport = new Map<LibsqlTransport, Dispatcher>();
+
+/** Every dispatcher of this isolate (for tests and counters). */
+export const dispatchers = (): Dispatcher[] => [...byTransport.values()];
+
+/** The dispatcher of a shared transport (one per transport, built on first use). */
+export function dispatcherFor(queue: LibsqlTransport, recheckMs: number): Dispatcher {
+  let d = byTransport.get(queue);
+  if (d === undefined) {
+    d = new Dispatcher(queue, recheckMs);
+    byTransport.set(queue, d);
+  }
+  return d;
+}
