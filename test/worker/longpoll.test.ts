@@ -2,22 +2,14 @@
  * Long-poll claims and acks riding with claims, through the Worker and its QueueWriter, against the
  * real sqld behind a counting proxy (test/worker/global-setup.ts).
  */
-import { beforeEach, describe, expect, inject, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { dispatchers } from "../../src/app/writer/dispatcher.js";
 import type * as T from "../../src/contract/types.js";
 import { waitFor } from "../support/wait.js";
-import { api, post, resetDatabase, rowCounts } from "./support.js";
+import { api, CLAIM, post, resetDatabase, rowCounts, sqldRequests } from "./support.js";
 
 beforeEach(resetDatabase);
 
-/** Requests that reached sqld so far holding every one of `texts` (counted from the first ask). */
-async function sqldRequests(...texts: string[]): Promise<number> {
-  const q = texts.map((t) => `match=${encodeURIComponent(t)}`).join("&");
-  const res = await fetch(`${inject("sqldCounterUrl")}/?${q}`);
-  return ((await res.json()) as { requests: number }).requests;
-}
-/** Text only a claim statement carries. */
-const CLAIM = "tq_claimed_at AS stamp";
 const ACK = "DELETE FROM messages WHERE seq = ? AND tq_lease";
 
 const waiting = () => dispatchers().reduce((n, d) => n + d.waiting, 0);

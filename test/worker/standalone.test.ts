@@ -6,7 +6,8 @@ import { env } from "cloudflare:workers";
 import { beforeEach, expect, it } from "vitest";
 import { createApp } from "../../src/app/app.js";
 import { perRequestTransports } from "../../src/app/transports.js";
-import { EMPTY, resetDatabase, rowCounts, TEST_TOKEN } from "./support.js";
+import { waitFor } from "../support/wait.js";
+import { CLAIM, EMPTY, resetDatabase, rowCounts, sqldRequests, TEST_TOKEN } from "./support.js";
 
 const app = createApp(perRequestTransports());
 
@@ -48,4 +49,16 @@ it("refuses bad input before touching the database", async () => {
   expect(r.status).toBe(400);
   expect(r.body.error.message).toMatch(/^visibility/);
   expect(await rowCounts()).toEqual(EMPTY);
+});
+
+it("wait without the writer: polls with pauses, and lets other requests of the isolate at the database meanwhile", async () => {
+  await sqldRequests(CLAIM);
+  const before = await sqldRequests(CLAIM);
+  const waiting = call("/v1/claims", { worker_id: "w", visibility: 30, wait: 10 });
+  // One request at a time may use the database in this isolate: this publish gets in only because
+  // the waiting claim lets go of it between polls.
+  await waitFor(async () => (await sqldRequests(CLAIM)) > before, { what: "the first (empty) claim" });
+  expect((await call("/v1/groups/g/messages", { event: "late" })).status).toBe(201);
+  const got = await waiting;
+  expect([got.status, got.body.event]).toEqual([200, "late"]);
 });

@@ -2,6 +2,7 @@
 
 import { env, exports } from "cloudflare:workers";
 import { createClient } from "@libsql/client/web";
+import { inject } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { TEST_TOKEN } from "./constants.js";
@@ -68,6 +69,18 @@ export async function api<B = AnyAnswer>(path: string, call: Call = {}): Promise
 
 export const post = <B = AnyAnswer>(path: string, json?: unknown, extra: Omit<Call, "json"> = {}) =>
   api<B>(path, { method: "POST", json, ...extra });
+
+/**
+ * Requests that reached sqld so far holding every one of `texts`, counted by the proxy in front of
+ * it (test/worker/global-setup.ts) from the first time this question was asked.
+ */
+export async function sqldRequests(...texts: string[]): Promise<number> {
+  const q = texts.map((t) => `match=${encodeURIComponent(t)}`).join("&");
+  const res = await fetch(`${inject("sqldCounterUrl")}/?${q}`);
+  return ((await res.json()) as { requests: number }).requests;
+}
+/** Text only a claim statement carries. */
+export const CLAIM = "tq_claimed_at AS stamp";
 
 /** A direct client on the sqld the Worker is bound to (for resets and checks, not for the API). */
 export function db() {

@@ -1,0 +1,91 @@
+/**
+ * The QueueWriter's long-poll dispatcher (src/app/writer/dispatcher.ts) on its own, in Node, over a
+ * real sqld: arrival order, each waiter's own floor, departures, and writes that bypass it.
+ */
+import { afterEach, beforeEach, expect, inject, it } from "vitest";
+import { Dispatcher } from "../../src/app/writer/dispatcher.js";
+import { type Lease, LibsqlTransport } from "../../src/index.js";
+import { resetDatabase } from "../support/db.js";
+import { type Proxy as TcpProxy, startProxy } from "../support/proxy.js";
+import { waitFor } from "../support/wait.js";
+
+let t: LibsqlTransport;
+let other: LibsqlTransport | undefined;
+let proxy: TcpProxy | undefined;
+
+beforeEach(async () => {
+  t = await LibsqlTransport.create(inject("sqldUrl"));
+  await resetDatabase(t.client);
+});
+afterEach(async () => {
+  t.close();
+  other?.close();
+  other = undefined;
+  await proxy?.close();
+  proxy = undefined;
+});
+
+const wait = (d: Dispatcher, workerId: string, extra: Partial<Parameters<Dispatcher["wait"]>[0]> = {}) =>
+  d.wait({ workerId, visibility: 30, n: 1, minPriority: 0, waitMs: 10_000, ...extra });
+
+it("serves waiters in arrival order, each with its own floor; the rest wait on, then time out empty", async () => {
+  const d = new Dispatcher(t, 60_000);
+  const picky = wait(d, "picky", { minPriority: 3, waitMs: 500 });
+  const first = wait(d, "first");
+  const second = wait(d, "second");
+  const third = wait(d, "third", { waitMs: 500 });
+  await waitFor(async () => d.waiting === 4 && d.stats.rounds > 0, { what: "four waiters" });
+  await t.publishMany([
+    { groupId: "a", event: "a" },
+    { groupId: "b", event: "b" },
+  ]);
+  const [f, s] = (await Promise.all([first, second])).map((l) => (l[0] as Lease).event);
+  expect([f, s]).toEqual(["a", "b"]);
+  // Nothing at priority 3, and nothing left for the third.
+  expect(await picky).toEqual([]);
+  expect(await third).toEqual([]);
+  expect(d.waiting).toBe(0);
+});
+
+it("claims only when a write through the transport may have freed something", async () => {
+  const d = new Dispatcher(t, 60_000);
+  const w = wait(d, "w", { waitMs: 5_000 });
+  await waitFor(async () => d.stats.rounds === 1, { what: "the arrival's claim" });
+  // A claim through the same transport frees nothing: no round. A publish does.
+  await t.claim("someone", 30);
+  expect(d.stats.rounds).toBe(1);
+  await t.publish("g", "now");
+  expect(((await w)[0] as Lease).event).toBe("now");
+  expect(d.stats.rounds).toBe(2);
+});
+
+it("a write that bypasses it is found at the safety re-check", async () => {
+  const d = new Dispatcher(t, 200);
+  const w = wait(d, "w");
+  await waitFor(async () => d.stats.rounds === 1, { what: "the arrival's claim" });
+  other = await LibsqlTransport.create(inject("sqldUrl"));
+  await other.publish("g", "from elsewhere");
+  expect(((await w)[0] as Lease).event).toBe("from elsewhere");
+});
+
+it("a waiter that leaves while its claim is under way: the leases taken for it are released at once", async () => {
+  proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
+  const slow = await LibsqlTransport.create(proxy.url);
+  try {
+    await slow.publish("g", "kept");
+    const d = new Dispatcher(slow, 60_000);
+    const gone = new AbortController();
+    // Hold the claim's answer until the waiter has left.
+    proxy.inject({ kind: "delay", ms: 400 }, { match: "tq_claimed_at AS stamp" });
+    const w = wait(d, "gone", { signal: gone.signal, visibility: 300 });
+    await waitFor(async () => proxy?.stats.delay === 1, { what: "the claim to be held" });
+    gone.abort();
+    expect(await w).toEqual([]);
+    await waitFor(async () => d.stats.released === 1, { what: "the release" });
+    await waitFor(async () => (await t.stats()).ready === 1, { what: "the message to be free again" });
+    const next = (await t.claim("next", 30)) as Lease;
+    expect([next.event, next.attempts]).toEqual(["kept", 1]);
+  } finally {
+    slow.close();
+  }
+});
