@@ -6,7 +6,7 @@ import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import { Dispatcher } from "../../src/app/writer/dispatcher.js";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
-import { type Proxy as TcpProxy, startProxy } from "../support/proxy.js";
+import { startProxy, type Proxy as TcpProxy } from "../support/proxy.js";
 import { waitFor } from "../support/wait.js";
 
 let t: LibsqlTransport;
