@@ -1,38 +1,26 @@
 /**
- * The client's side of what issue 11 (and issue 12's ack-with-claim) add to the API, coded against
- * the shapes those issues specify, before the contract (src/contract/types.ts) has them:
+ * The client's side of what the API added for long polls, acks riding with claims, delayed publishes
+ * (now in the contract, src/contract/types.ts) and push subscriptions (coded against the shapes
+ * issue 11 specifies until the contract has them).
  *
- *  - `"wait"` (long poll, 0-20 s) and `"ack": [lease_id, ...]` (at most 100) on `POST /v1/claims`,
- *    with each ack's outcome in the answer;
- *  - `"delay"` (seconds) on both publish routes;
- *  - `PUT/GET/DELETE /v1/subscriptions[/{name}]`.
- *
- * Everything that guesses at a shape the contract will define lives here. Once those routes are on
- * main: replace the types below with the contract's, and `ackOutcomes()` with a read of the
- * contract's answer. A server without a feature refuses its field as unknown (`"wait": unknown
- * field`); the client then stops sending it (see `unsupported()`), so it works with both.
+ * A server older than a feature refuses its field as unknown (`"wait": unknown field`); the client
+ * then stops sending it (see `unsupported()`), so it works with both.
  */
 import type * as T from "../contract/types.js";
 import type { QueueHttpError } from "./http-errors.js";
 
+// The contract's MAX_CLAIM_WAIT and MAX_CLAIM_ACKS, repeated so that the client never loads valibot
+// (test/client/http.test.ts checks they agree).
 /** Longest `wait` the API accepts on a claim, in seconds. */
 export const MAX_WAIT = 20;
 /** Most lease ids one claim may ack. */
 export const MAX_ACKS = 100;
 
-/** A claim's body: the contract's, plus `wait` and `ack`. */
-export type ClaimBody = T.ClaimRequest & { wait?: number; ack?: string[] };
-/** A claim's answer with `max`: the contract's, plus each ack's outcome (in the order sent). */
-export type ClaimAnswer = T.LeaseList & { acks?: AckOutcome[] };
-/** One ack of a claim: no `error` when it was applied. */
-export interface AckOutcome {
-  lease_id: string;
-  error?: { code: string; message: string };
-}
-
-/** Publish bodies with `delay` (seconds before the message may be delivered). */
-export type PublishBody = T.PublishRequest & { delay?: number };
-export type BatchMessage = T.BatchMessage & { delay?: number };
+export type ClaimBody = T.ClaimRequest;
+export type ClaimAnswer = T.LeaseList;
+export type AckOutcome = T.AckOutcome;
+export type PublishBody = T.PublishRequest;
+export type BatchMessage = T.BatchMessage;
 
 /** `PUT /v1/subscriptions/{name}`. */
 export interface SubscriptionRequest {
