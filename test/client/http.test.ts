@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { type RunningWorker, startWorker } from "../../scripts/worker.js";
+import { MAX_ACKS, MAX_WAIT } from "../../src/client/http-next.js";
 import {
   type ClientOptions,
   consume,
@@ -16,7 +17,6 @@ import {
   QueueError,
   QueueHttpError,
 } from "../../src/client/index.js";
-import { MAX_ACKS, MAX_WAIT } from "../../src/client/http-next.js";
 import { MAX_CLAIM_ACKS, MAX_CLAIM_WAIT } from "../../src/contract/schemas.js";
 import { nodeFetchStats } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
