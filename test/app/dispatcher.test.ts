@@ -89,3 +89,19 @@ it("a waiter that leaves while its claim is under way: the leases taken for it a
     slow.close();
   }
 });
+
+it("a re-check costs one probing claim, whatever the number of waiters; a probe that finds something serves them all", async () => {
+  const d = new Dispatcher(t, 100);
+  const waiters = Array.from({ length: 5 }, (_, i) => wait(d, `w${i}`, { minPriority: i === 3 ? 0 : 1 }));
+  await waitFor(async () => d.stats.claims === 5 && d.waiting === 5, { what: "the arrivals' own claims" });
+  const { rounds, claims } = d.stats;
+  await waitFor(async () => d.stats.rounds >= rounds + 3, { what: "three re-checks" });
+  expect(d.stats.claims - claims).toBe(d.stats.rounds - rounds);
+  // Written by another process: the dispatcher cannot know until its re-check.
+  other = await LibsqlTransport.create(inject("sqldUrl"));
+  await other.publishMany(Array.from({ length: 5 }, (_, i) => ({ groupId: `g${i}`, event: i, priority: 1 })));
+  const got = await Promise.all(waiters);
+  expect(got.map((l) => l.length)).toEqual([1, 1, 1, 1, 1]);
+  // The probe went to the least picky waiter (w3, floor 0); the others in arrival order after it.
+  expect(got.map((l) => (l[0] as Lease).event)).toEqual([1, 2, 3, 0, 4]);
+});

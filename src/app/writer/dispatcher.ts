@@ -2,13 +2,15 @@
  * Long-poll claims inside the QueueWriter (the database's single writer).
  *
  * Waiters are held in arrival order, each with its own worker, visibility, priority floor and
- * count. The dispatcher claims for all of them at once (their claims ride one write batch, in
- * arrival order, so the first to come is served first) and only when something may have become
- * deliverable: a write through this transport (`onChange`: a publish, an ack, a nack, a redrive, a
- * release), the moment the database says a lease, a park or a delayed message comes due, or a
- * bounded safety re-check for writers that bypass the Worker (the library elsewhere, the spec's
- * Python transports). With nothing changing, an idle fleet of waiters costs one claim batch per
- * re-check interval, whatever its size, instead of one per waiter per poll.
+ * count. A newcomer gets one claim of its own; after that the dispatcher claims again only when
+ * something may have become deliverable: after a write through this transport (`onChange`: a
+ * publish, an ack, a nack, a redrive, a release) for all waiters at once (their claims ride one
+ * write batch, in arrival order, so the first to come is served first); and when the database says
+ * a lease, a park or a delayed message comes due, or at a bounded safety re-check for writers that
+ * bypass the Worker (the library elsewhere, the spec's Python transports), with one probing claim
+ * for the least picky waiter, followed by a full round only if it found something. With nothing
+ * changing, an idle fleet of waiters costs one claim per re-check interval, whatever its size,
+ * instead of one per waiter per poll.
  *
  * A waiter that goes away (its request aborted) before its claim answered gets nothing, and the
  * leases taken for it are released at once; if the runtime never says, they lapse at the end of
@@ -36,7 +38,7 @@ interface Waiter extends WaitRequest {
 
 /** Counters, for tests and the bench. */
 export interface DispatcherStats {
-  /** Claim rounds (each one write batch holding one claim per waiter). */
+  /** Claim rounds (each one write batch holding one claim per waiter it serves). */
   rounds: number;
   /** Claims sent in those rounds. */
   claims: number;
@@ -52,7 +54,6 @@ export class Dispatcher {
   readonly #recheckMs: number;
   #waiters: Waiter[] = [];
   #running = false;
-  #dirty = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
   readonly stats: DispatcherStats = { rounds: 0, claims: 0, released: 0 };
 
@@ -60,7 +61,7 @@ export class Dispatcher {
     this.#queue = queue;
     this.#recheckMs = recheckMs;
     queue.onChange(() => {
-      if (this.#waiters.length > 0) this.#kick();
+      if (this.#waiters.length > 0) this.#kick("write");
     });
   }
 
@@ -81,7 +82,7 @@ export class Dispatcher {
       w.timer = setTimeout(w.onAbort, req.waitMs);
       req.signal?.addEventListener("abort", w.onAbort, { once: true });
       this.#waiters.push(w);
-      this.#kick();
+      this.#kick("arrival", w);
     });
   }
 
@@ -96,18 +97,51 @@ export class Dispatcher {
     else w.reject(error);
   }
 
-  #kick(): void {
-    this.#dirty = true;
+  /**
+   * What the next round claims for: `full`, every waiter in arrival order (a write through the
+   * writer may have freed several messages); `probe`, only the least picky waiter (a timer fired:
+   * if even it finds nothing, so would everyone else, at the cost of one claim instead of one per
+   * waiter; if it finds something, a full round follows); otherwise the waiters that just arrived
+   * (a claim of their own, as without a wait: the others were served or checked since the last change).
+   */
+  #full = false;
+  #probe = false;
+  #arrivals: Waiter[] = [];
+
+  #kick(why: "arrival" | "write" | "timer", w?: Waiter): void {
+    if (why === "write") this.#full = true;
+    else if (why === "timer") this.#probe = true;
+    else if (w) this.#arrivals.push(w);
     if (!this.#running) void this.#run();
+  }
+
+  #nextRound(): { round: Waiter[]; probe: boolean } | undefined {
+    if (this.#waiters.length === 0) {
+      this.#full = this.#probe = false;
+      this.#arrivals = [];
+      return undefined;
+    }
+    if (this.#full) {
+      this.#full = this.#probe = false;
+      this.#arrivals = [];
+      return { round: [...this.#waiters], probe: false };
+    }
+    if (this.#probe) {
+      this.#probe = false;
+      const least = this.#waiters.reduce((a, b) => (b.minPriority < a.minPriority ? b : a));
+      return { round: [least], probe: true };
+    }
+    const round = this.#arrivals.filter((w) => !w.done);
+    this.#arrivals = [];
+    return round.length > 0 ? { round, probe: false } : undefined;
   }
 
   async #run(): Promise<void> {
     this.#running = true;
     try {
-      while (this.#dirty && this.#waiters.length > 0) {
-        this.#dirty = false;
+      for (let next = this.#nextRound(); next; next = this.#nextRound()) {
+        const { round, probe } = next;
         this.#stopTimer();
-        const round = [...this.#waiters];
         this.stats.rounds++;
         this.stats.claims += round.length;
         // Submitted in one tick: the committer sends them in one batch, in this order.
@@ -121,6 +155,7 @@ export class Dispatcher {
             return;
           }
           if (r.value.length === 0) return;
+          if (probe) this.#full = true;
           if (w.done) {
             this.#giveBack(r.value);
             return;
@@ -155,7 +190,7 @@ export class Dispatcher {
     this.#stopTimer();
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      this.#kick();
+      this.#kick("timer");
     }, ms);
   }
 

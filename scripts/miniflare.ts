@@ -1,0 +1,73 @@
+/**
+ * Serves the Worker's production bundle (what `npm run deploy:dry` writes to dist-worker/) with
+ * Miniflare on its own 127.0.0.1 socket, QueueWriter Durable Object bound, against a given database:
+ * the Worker as workerd runs it, without `wrangler dev`'s proxy in front (about 5 ms a request
+ * here). For the benchmarks that measure the Worker's own path.
+ */
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const BUNDLE = join(ROOT, "dist-worker", "worker.js");
+
+export interface ServedWorker {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Builds dist-worker/worker.js (wrangler deploy --dry-run), once per process. */
+let built = false;
+export function buildWorker(): void {
+  if (built) return;
+  const r = spawnSync("npx", ["wrangler", "deploy", "--dry-run", "--outdir", "dist-worker"], {
+    cwd: ROOT,
+    stdio: ["ignore", "ignore", "inherit"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  if (r.status !== 0) throw new Error(`wrangler deploy --dry-run failed (${r.status})`);
+  built = true;
+}
+
+/** wrangler.toml's compatibility date and flags, so that the bundle runs as it would deployed. */
+function compat(): { date: string; flags: string[] } {
+  const toml = readFileSync(join(ROOT, "wrangler.toml"), "utf8");
+  const date = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-04-20";
+  const flags = /^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1] ?? "";
+  return { date, flags: [...flags.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string) };
+}
+
+export async function serveWorker(o: {
+  databaseUrl: string;
+  queueToken: string;
+  /** Extra [vars] (QUEUE_RECHECK_SECONDS, ...). */
+  vars?: Record<string, string>;
+  /** Serve without the QueueWriter (each request serves itself). */
+  noWriter?: boolean;
+}): Promise<ServedWorker> {
+  buildWorker();
+  const { date, flags } = compat();
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port: 0,
+    // One module: the bundle has no other (its dynamic imports serve Node-only paths it never takes).
+    modulesRoot: dirname(BUNDLE),
+    modules: [{ type: "ESModule", path: BUNDLE }],
+    compatibilityDate: date,
+    compatibilityFlags: flags,
+    bindings: { TURSO_DATABASE_URL: o.databaseUrl, QUEUE_TOKEN: o.queueToken, ...(o.vars ?? {}) },
+    ...(o.noWriter ? {} : { durableObjects: { QUEUE_WRITER: "QueueWriter" } }),
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  return { url, stop: () => mf.dispose() };
+}
+
+// `tsx scripts/miniflare.ts <database url> <token>`: serve until Ctrl-C.
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const [databaseUrl = "http://127.0.0.1:8080", queueToken = "local-dev-token-0123456789"] = process.argv.slice(2);
+  const w = await serveWorker({ databaseUrl, queueToken });
+  console.log(`Worker bundle on ${w.url} (Miniflare), database ${databaseUrl}`);
+  process.once("SIGINT", () => void w.stop().then(() => process.exit(0)));
+}
