@@ -44,6 +44,20 @@ async function main() {
       `### What it costs: rows billed per operation (sqld's own counters), over HTTP, default options\n\n${cost.text}`,
     );
   }
+  const figures: Record<string, Record<string, number>> = {};
+  if (!process.argv.includes("--no-worker")) {
+    // The Worker's bundle under Miniflare: its own path, and delivery (long poll, push) through it.
+    const { workerPathBench } = await import("./bench/worker-path.js");
+    const { longPollBench } = await import("./bench/delivery.js");
+    for (const [name, run] of [
+      ["workerPath", workerPathBench],
+      ["delivery", longPollBench],
+    ] as const) {
+      const r = await run({ quick: QUICK });
+      sections.push(r.text);
+      figures[name] = r.figures;
+    }
+  }
   if (!process.argv.includes("--no-pgboss")) {
     const text = await (await import("./bench/pgboss.js")).pgbossBench({ quick: QUICK });
     if (text) sections.push(text);
@@ -65,6 +79,7 @@ async function main() {
     bestFloor,
     targets,
     cost: cost?.cases,
+    sections: figures,
     cases: Object.fromEntries(
       [...acc.entries()].map(([k, a]) => {
         const sorted = [...a.lat].sort((x, y) => x - y);
