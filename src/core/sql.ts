@@ -347,6 +347,15 @@ export interface ClaimResult<E> {
  * A head past its attempts is not leased but marked with the claim's negative marker (never a
  * lease expiry), then moved to the dead letters by the two statements after.
  */
+/**
+ * A claim's round-robin stamp: the database clock, but never at or below the newest stamp among
+ * groups free to claim (one row from the end of `tq_groups_free`). The clock ticks in
+ * milliseconds; in-process claims can come several to a millisecond, and a tie would send the
+ * next claim back to the group created first instead of the one served longest ago. Evaluated
+ * only when a claim takes something.
+ */
+const STAMP = `max(${NOW}, (SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL) + 0.000001)`;
+
 function claimText(single: boolean, guard: string): string {
   const pick = `SELECT head, lca, rid FROM (
     SELECT * FROM (
@@ -376,10 +385,10 @@ function claimText(single: boolean, guard: string): string {
     "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp";
   // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
   return single
-    ? `${set(NOW)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
+    ? `${set(STAMP)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
     : `WITH pick AS (${pick})
 ${set("p.stamp")}
-  FROM (SELECT head, ${NOW} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
+  FROM (SELECT head, ${STAMP} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
  WHERE messages.seq = p.head
 ${returning}`;
 }

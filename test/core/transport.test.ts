@@ -42,6 +42,25 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     expect(order).toEqual(["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]);
   });
 
+  it("keeps round-robin order when claims come several to a millisecond (the clock's tick)", async () => {
+    // Without fsyncs a file claims several times a millisecond.
+    t = await target.open({ synchronous: "normal" });
+    const groups = Array.from({ length: 12 }, (_, i) => `g${String(i).padStart(2, "0")}`);
+    for (const g of groups) for (let i = 0; i < 4; i++) await t.publish(g, i);
+    const order: string[] = [];
+    for (let i = 0; i < groups.length * 4; i++) {
+      const lease = (await t.claim("w", 30)) as Lease;
+      order.push(lease.groupId);
+      await t.ack(lease);
+    }
+    expect(order).toEqual([...groups, ...groups, ...groups, ...groups]);
+    // Several leases in one claim line up behind the groups served before them.
+    for (const g of groups) await t.publish(g, "next");
+    const many = await t.claimMany("w", 30, 5);
+    const one = (await t.claim("w", 30)) as Lease;
+    expect([...many.map((l) => l.groupId), one.groupId]).toEqual(groups.slice(0, 6));
+  });
+
   it("a group that appears later still goes before groups already served", async () => {
     t = await target.open();
     await t.publish("old", 1);
