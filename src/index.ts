@@ -11,6 +11,10 @@ export { consume } from "./client/consume.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
 export type {
+  Subscription as PushSubscription,
+  SubscriptionInput as PushSubscriptionInput,
+} from "./core/subscriptions.js";
+export type {
   Change,
   DeadLetter,
   GroupInfo,
