@@ -8,6 +8,7 @@ export type {
   HandlerContext,
 } from "./client/consume.js";
 export { consume } from "./client/consume.js";
+export { SIGNATURE_HEADER, signPayload, verifySignature } from "./client/signature.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
 export type {
