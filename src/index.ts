@@ -8,8 +8,13 @@ export type {
   HandlerContext,
 } from "./client/consume.js";
 export { consume } from "./client/consume.js";
+export { SIGNATURE_HEADER, signPayload, verifySignature } from "./client/signature.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
+export type {
+  Subscription as PushSubscription,
+  SubscriptionInput as PushSubscriptionInput,
+} from "./core/subscriptions.js";
 export type {
   Change,
   DeadLetter,

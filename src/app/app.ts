@@ -19,6 +19,7 @@ import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { pages } from "./routes/pages.js";
 import { inspect } from "./routes/stats.js";
+import { subscriptions } from "./routes/subscriptions.js";
 
 export { API_ROUTES } from "./routes/index.js";
 export { PAGE_ROUTES } from "./routes/pages.js";
@@ -116,6 +117,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", leases);
   app.route("/", inspect);
   app.route("/", deadLetters);
+  app.route("/", subscriptions);
   return app;
 }
 

@@ -183,6 +183,11 @@ function operation(route: RouteSpec): Json {
 const TAGS = [
   { name: "Publish", description: "Put messages into groups." },
   { name: "Consume", description: "Claim messages, then ack, nack or extend their leases." },
+  {
+    name: "Push",
+    description:
+      "Subscriptions: the queue POSTs each message to your URL, signed, and acks or retries it by your answer (README: Push delivery).",
+  },
   { name: "Inspect", description: "Counters and groups." },
   { name: "Dead letters", description: "Messages that used their last attempt." },
   { name: "Service", description: "Health, this document, the docs page and the dashboard (no auth)." },

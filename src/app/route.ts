@@ -35,11 +35,11 @@ export interface ResponseSpec {
 }
 
 export interface RouteSpec {
-  method: "get" | "post" | "delete";
+  method: "get" | "post" | "put" | "delete";
   /** OpenAPI style: `/v1/groups/{group_id}/messages`. */
   path: `/${string}`;
   operationId: string;
-  tag: "Publish" | "Consume" | "Inspect" | "Dead letters" | "Service";
+  tag: "Publish" | "Consume" | "Push" | "Inspect" | "Dead letters" | "Service";
   summary: string;
   description?: string;
   /** Needs `Authorization: Bearer <QUEUE_TOKEN>` (every /v1 route). */

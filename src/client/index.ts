@@ -28,3 +28,4 @@ export { createClient, QueueClient } from "./http.js";
 export type { HttpErrorCode } from "./http-errors.js";
 export { QueueHttpError } from "./http-errors.js";
 export type { Subscription, SubscriptionOptions } from "./http-next.js";
+export { SIGNATURE_HEADER, signPayload, verifySignature } from "./signature.js";

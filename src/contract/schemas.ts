@@ -9,6 +9,7 @@
  * Each schema below carries its problem text; src/app/route.ts puts the field in front.
  */
 import * as v from "valibot";
+import { MAX_SUBSCRIPTION_IN_FLIGHT } from "../core/subscriptions.js";
 import { MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH } from "../core/transport.js";
 import { describe, MAX_ID_LENGTH, MAX_PRIORITY, MIN_PRIORITY } from "../core/validate.js";
 
@@ -236,6 +237,48 @@ export const ExtendBody = object({
   visibility: seconds("> 0", "The lease now expires this many seconds from now (the database's clock)."),
 });
 
+/** A push subscription's name: the path's `{name}`. */
+export const SubscriptionPath = object({
+  name: v.pipe(
+    v.string("must be a string"),
+    v.regex(
+      /^[A-Za-z0-9_-]{1,64}$/,
+      (issue) => `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${describe(issue.input)}`,
+    ),
+    v.description("1 to 64 of A-Z, a-z, 0-9, `_` and `-`."),
+  ),
+});
+
+/** http(s), absolute, no credentials: the consumer checks the signature instead. */
+const pushUrl = v.pipe(
+  v.string(got("must be a string")),
+  v.maxLength(2048, "must be at most 2048 characters"),
+  v.check(
+    (s) => URL.canParse(s) && ["http:", "https:"].includes(new URL(s).protocol),
+    got("must be an absolute http or https URL"),
+  ),
+  v.check((s) => {
+    const u = new URL(s);
+    return u.username === "" && u.password === "";
+  }, "must not hold credentials (verify the Turso-Queue-Signature header instead)"),
+  v.description("Where each message is POSTed: an http or https URL, without credentials."),
+  v.examples(["https://consumer.example.com/queue"]),
+);
+
+export const SubscriptionBody = object({
+  url: pushUrl,
+  min_priority: v.optional(priority("Deliver only groups of this priority or above (default 0).")),
+  max_in_flight: v.optional(
+    integer(1, MAX_SUBSCRIPTION_IN_FLIGHT, "Deliveries awaiting the consumer's answer at once (default 10)."),
+  ),
+  visibility: v.optional(
+    seconds(
+      "> 0",
+      "Each delivery's lease, in seconds (default 30): the consumer must answer (or, after a 202, ack) within it.",
+    ),
+  ),
+});
+
 export const DeadLetterQuery = object(
   {
     group_id: v.optional(v.pipe(v.string(once("must be a string")), id("Only this group's dead letters."))),
@@ -369,6 +412,32 @@ export const RedriveAnswer = v.object({
   seq: v.pipe(seq, v.description("The message's new seq, at the tail of its group.")),
 });
 
+const subscriptionFields = {
+  name: v.string(),
+  url: v.string(),
+  min_priority: v.pipe(v.number(), v.integer()),
+  max_in_flight: v.pipe(v.number(), v.integer()),
+  visibility: v.number(),
+};
+
+/** A subscription as listed (no secret). */
+export const Subscription = v.object(subscriptionFields);
+
+/** The PUT's answer: the subscription with its signing secret. */
+export const SubscriptionAnswer = v.object({
+  ...subscriptionFields,
+  signing_secret: v.pipe(
+    v.string(),
+    v.description(
+      "The HMAC-SHA256 key of each delivery's `Turso-Queue-Signature` header (hex). Drawn when the subscription is created, kept when it is updated.",
+    ),
+  ),
+});
+
+export const SubscriptionList = v.object({
+  subscriptions: v.pipe(v.array(Subscription), v.description("By name; secrets are only answered by the PUT.")),
+});
+
 /** Every error code the API answers with, its status and when. */
 export const ERRORS = {
   INVALID_ARGUMENT: [
@@ -376,7 +445,7 @@ export const ERRORS = {
     "A field, path or query parameter, header or body refused (the message starts with its name); invalid JSON or UTF-8; an unknown field.",
   ],
   UNAUTHORIZED: [401, "Missing, malformed or wrong bearer token (with `WWW-Authenticate: Bearer`)."],
-  NOT_FOUND: [404, "No such route, or no such dead letter."],
+  NOT_FOUND: [404, "No such route, dead letter or subscription."],
   LEASE_NOT_FOUND: [404, "The leased message is gone (acked or dead-lettered)."],
   METHOD_NOT_ALLOWED: [405, "A known path asked with another method (with `Allow`)."],
   LEASE_LOST: [409, "The lease lapsed and the message was claimed again, or it was released: nothing changed."],

@@ -18,6 +18,7 @@ export type BatchMessage = InferInput<typeof s.BatchMessage>;
 export type ClaimRequest = InferInput<typeof s.ClaimBody>;
 export type NackRequest = InferInput<typeof s.NackBody>;
 export type ExtendRequest = InferInput<typeof s.ExtendBody>;
+export type SubscriptionRequest = InferInput<typeof s.SubscriptionBody>;
 /** Query parameters of `GET /v1/dead-letters`, as strings on the wire. */
 export type DeadLetterQuery = InferInput<typeof s.DeadLetterQuery>;
 /** Query parameters of `GET /v1/groups`. */
@@ -38,5 +39,8 @@ export type DeadLetterPage = InferOutput<typeof s.DeadLetterPage>;
 export type Group = InferOutput<typeof s.Group>;
 export type GroupList = InferOutput<typeof s.GroupList>;
 export type RedriveAnswer = InferOutput<typeof s.RedriveAnswer>;
+export type Subscription = InferOutput<typeof s.Subscription>;
+export type SubscriptionAnswer = InferOutput<typeof s.SubscriptionAnswer>;
+export type SubscriptionList = InferOutput<typeof s.SubscriptionList>;
 /** Every error: `{ "error": { "code", "message" } }`. */
 export type ErrorAnswer = InferOutput<typeof s.ErrorAnswer>;

@@ -25,7 +25,7 @@
  *   last message goes is deleted.
  */
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
@@ -51,7 +51,7 @@ const ADDED_COLUMNS = [
   "ALTER TABLE groups ADD COLUMN tq_busy INTEGER",
 ];
 
-/** Everything of version 2 that does not depend on what was there before. */
+/** Everything of version 2 that does not depend on what was there before (the version is set after). */
 const V2_OBJECTS = [
   "CREATE INDEX IF NOT EXISTS tq_messages_group_seq ON messages (group_id, seq)",
   "CREATE INDEX IF NOT EXISTS tq_messages_lock ON messages (lock_expiry) WHERE locked_by IS NOT NULL",
@@ -103,6 +103,27 @@ END`,
   WHEN NEW.tq_lease IS NOT NULL BEGIN
   UPDATE groups SET last_claimed_at = NEW.tq_claimed_at, tq_busy = 1 WHERE group_id = NEW.group_id;
 END`,
+];
+
+/**
+ * Version 3: push subscriptions (the API's `/v1/subscriptions`), one row each, read by the writer
+ * that delivers them. Nothing else reads or writes it.
+ */
+const V3_OBJECTS = [
+  `CREATE TABLE IF NOT EXISTS tq_subscriptions (
+  name          TEXT PRIMARY KEY,
+  url           TEXT NOT NULL,
+  min_priority  INTEGER NOT NULL,
+  max_in_flight INTEGER NOT NULL,
+  visibility    REAL NOT NULL,
+  secret        TEXT NOT NULL,
+  created_at    REAL NOT NULL,
+  updated_at    REAL NOT NULL
+) WITHOUT ROWID`,
+];
+
+/** Records the version (never lowers it: a newer transport may have been there first). */
+const SET_VERSION = [
   "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
   `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
   ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
@@ -143,6 +164,7 @@ const FROM_V1_AFTER = [
  */
 export function migrationSteps(from: number): string[] {
   if (from >= SCHEMA_VERSION) return [];
-  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER];
-  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS];
+  if (from === 2) return [...V3_OBJECTS, ...SET_VERSION];
+  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...SET_VERSION];
+  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...SET_VERSION];
 }

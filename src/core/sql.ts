@@ -32,7 +32,7 @@ type Part<N extends string> = readonly [N, InStatement | undefined, ((r: Partial
  * Builds a plan from named statements; `read` gets each statement's result under its name. A
  * part's third element says when it is worth running at all (see `Plan.when`).
  */
-function plan<N extends string, T>(
+export function plan<N extends string, T>(
   parts: ReadonlyArray<Part<N>>,
   read: (r: Results<N>, retried: boolean) => T,
 ): Plan<T> {
@@ -62,7 +62,7 @@ function plan<N extends string, T>(
   };
 }
 
-const rowsOf = (rs: ResultSet | undefined): Row[] => rs?.rows ?? [];
+export const rowsOf = (rs: ResultSet | undefined): Row[] => rs?.rows ?? [];
 const flag = (rs: ResultSet | undefined, column: string): boolean => Number(rowsOf(rs)[0]?.[column]) === 1;
 
 type Args = Record<string, string | number | null>;

@@ -10,6 +10,7 @@ import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import * as sql from "./sql.js";
+import * as subs from "./subscriptions.js";
 import type {
   Change,
   DeadLetter,
@@ -99,6 +100,7 @@ export class LibsqlTransport {
   /** Set for a local file: writes run in-process (local.ts), without the committer. */
   readonly #localWrites: LocalWrites | undefined;
   readonly #listeners = new Set<(change: Change) => void>();
+  readonly #subscriptionListeners = new Set<() => void>();
 
   private constructor(client: Client, opts: Resolved, ownsClient: boolean) {
     this.client = client;
@@ -383,6 +385,45 @@ export class LibsqlTransport {
    */
   async nextDueAt(): Promise<{ next: number | null; now: number }> {
     return this.#readPlan(sql.nextDuePlan());
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // push subscriptions (delivered by the QueueWriter, src/app/writer/push.ts)
+
+  /** Creates or updates a subscription; its signing secret is drawn at creation and kept on update. */
+  async putSubscription(name: string, input: subs.SubscriptionInput): Promise<subs.Subscription> {
+    const checked = subs.checkSubscription(name, input);
+    const s = await this.#write(subs.putSubscriptionPlan(checked, randomToken() + randomToken()), true);
+    this.#subscriptionsChanged();
+    return s;
+  }
+
+  /** Every subscription, by name, with its signing secret. */
+  async subscriptions(): Promise<subs.Subscription[]> {
+    return this.#readPlan(subs.listSubscriptionsPlan());
+  }
+
+  /** Deletes a subscription; false when there was none. */
+  async deleteSubscription(name: string): Promise<boolean> {
+    const removed = await this.#write(subs.deleteSubscriptionPlan(subs.checkSubscriptionName("name", name)), true);
+    this.#subscriptionsChanged();
+    return removed;
+  }
+
+  /** Tells `listener` after each subscription put or delete through this transport. */
+  onSubscriptionsChange(listener: () => void): () => void {
+    this.#subscriptionListeners.add(listener);
+    return () => this.#subscriptionListeners.delete(listener);
+  }
+
+  #subscriptionsChanged(): void {
+    for (const listener of this.#subscriptionListeners) {
+      try {
+        listener();
+      } catch (e) {
+        console.error("onSubscriptionsChange listener threw", e);
+      }
+    }
   }
 
   /** Pulls the primary's latest frames into an embedded replica (no-op otherwise). */

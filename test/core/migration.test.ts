@@ -5,7 +5,7 @@
  */
 import { type Client, createClient } from "@libsql/client";
 import { describe, expect, inject, it } from "vitest";
-import { SCHEMA_VERSION } from "../../src/core/schema.js";
+import { migrationSteps, SCHEMA_VERSION } from "../../src/core/schema.js";
 import { type Lease, LibsqlTransport, type QueueError } from "../../src/index.js";
 import { checkInvariants, tempFile } from "../support/db.js";
 import { SCHEMA_V1 } from "../support/schema-v1.js";
@@ -75,6 +75,7 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
         "DROP TABLE IF EXISTS tq_idempotency",
         "DROP TABLE IF EXISTS tq_publishers",
         "DROP TABLE IF EXISTS tq_meta",
+        "DROP TABLE IF EXISTS tq_subscriptions",
         "DELETE FROM sqlite_sequence",
       ]) {
         await raw.execute(s).catch(() => undefined);
@@ -89,6 +90,7 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
       (r) => r.name,
     );
     expect(tables).not.toContain("tq_deliveries");
+    expect(tables).toContain("tq_subscriptions");
     await checkInvariants(t.client);
 
     // The live lease of version 1 still holds its group, and its holder can still ack it.
@@ -119,6 +121,42 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
     expect(await again.stats()).toMatchObject({ inFlight: 0, parked: 1, groups: 1 });
     again.close();
     t.close();
+    raw.close();
+  });
+});
+
+describe("migrating version 2 to version 3", () => {
+  it("adds tq_subscriptions and keeps the queue as it was", async () => {
+    const url = `file:${tempFile()}`;
+    const raw = createClient({ url });
+    // Version 2 is version 3 without tq_subscriptions.
+    await raw.batch(
+      [
+        ...migrationSteps(0),
+        "DROP TABLE tq_subscriptions",
+        "UPDATE tq_meta SET value = '2' WHERE key = 'schema_version'",
+        "INSERT INTO messages (group_id, event) VALUES ('g', '\"g1\"'), ('g', '\"g2\"')",
+        "INSERT INTO groups (group_id) VALUES ('g')",
+      ],
+      "write",
+    );
+    expect(migrationSteps(2).join("\n")).toContain("tq_subscriptions");
+
+    const t = await LibsqlTransport.create(url);
+    const version = await raw.execute("SELECT value FROM tq_meta WHERE key = 'schema_version'");
+    expect(Number(version.rows[0]?.value)).toBe(3);
+    const g1 = (await t.claim("w", 30)) as Lease<string>;
+    expect(g1.event).toBe("g1");
+    const s = await t.putSubscription("orders", { url: "https://example.com/hook" });
+    expect(s).toMatchObject({ name: "orders", minPriority: 0, maxInFlight: 10, visibility: 30 });
+    expect(s.signingSecret).toMatch(/^[0-9a-f]{64}$/);
+    await checkInvariants(t.client);
+    t.close();
+
+    // Opening it again changes nothing, and an older transport's version stamp never lowers it.
+    const again = await LibsqlTransport.create(url);
+    expect((await again.subscriptions()).map((x) => x.name)).toEqual(["orders"]);
+    again.close();
     raw.close();
   });
 });

@@ -28,7 +28,7 @@ export const targets: Target[] = [
   },
 ];
 
-const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers"];
+const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"];
 
 /** Empties every queue table (the schema stays). Test files in a project run one at a time. */
 export async function resetDatabase(client: Client): Promise<void> {

@@ -87,7 +87,7 @@ export function db() {
   return createClient({ url: env.TURSO_DATABASE_URL as string });
 }
 
-const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers"];
+const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"];
 
 /** Ensures the schema, then empties every queue table. Files run one at a time (fileParallelism: false). */
 export async function resetDatabase(): Promise<void> {

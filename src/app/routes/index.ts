@@ -5,6 +5,7 @@ import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
 import { ack, extend, nack } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { groups, stats } from "./stats.js";
+import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
 
 export const API_ROUTES: readonly RouteSpec[] = [
   publishOne,
@@ -13,6 +14,9 @@ export const API_ROUTES: readonly RouteSpec[] = [
   ack,
   nack,
   extend,
+  putSubscription,
+  listSubscriptions,
+  deleteSubscription,
   stats,
   groups,
   listDeadLetters,
