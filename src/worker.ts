@@ -15,8 +15,10 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp, createEdgeApp } from "./app/app.js";
-import type { Bindings, Config } from "./app/env.js";
+import { type Bindings, type Config, parseEnv } from "./app/env.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
+import { Pusher } from "./app/writer/pusher.js";
+import type { LibsqlTransport } from "./core/transport.js";
 
 /**
  * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
@@ -25,12 +27,51 @@ import { perRequestTransports, sharedTransports } from "./app/transports.js";
  */
 export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
-/** The database's single writer: the whole API over one shared transport. */
+/**
+ * The database's single writer: the whole API over one shared transport, and the push deliveries
+ * of its subscriptions (src/app/writer/pusher.ts), woken by this object's alarm so that they resume
+ * after an eviction with no request arriving.
+ */
 export class QueueWriter extends DurableObject<WorkerBindings> {
-  readonly #app = createApp(sharedTransports(), { dbConcurrency: Number.POSITIVE_INFINITY, waits: "dispatch" });
+  readonly #transports = sharedTransports();
+  #pusher: Pusher | undefined;
+  readonly #app = createApp((config) => this.#queue(config), {
+    dbConcurrency: Number.POSITIVE_INFINITY,
+    waits: "dispatch",
+  });
 
   override fetch(request: Request): Promise<Response> {
     return Promise.resolve(this.#app.fetch(request, this.env));
+  }
+
+  /** The alarm the pusher asked for (the next thing due, or its safety re-check). */
+  override async alarm(): Promise<void> {
+    await this.wake();
+  }
+
+  /** Reads the subscriptions and delivers what is due (the alarm, and the Worker's cron as a safety net). */
+  async wake(): Promise<void> {
+    const parsed = parseEnv(this.env);
+    if (!parsed.ok) return;
+    await this.#queue(parsed.config);
+    await this.#pusher?.wake();
+  }
+
+  /** Counters of this object's pusher (tests). */
+  pushStats() {
+    return this.#pusher?.stats;
+  }
+
+  async #queue(config: Config): Promise<LibsqlTransport> {
+    const queue = await this.#transports(config);
+    if (this.#pusher === undefined) {
+      this.#pusher = new Pusher(queue, {
+        recheckMs: config.recheckMs,
+        wakeAt: (at) => this.ctx.storage.setAlarm(at),
+      });
+      void this.#pusher.wake();
+    }
+    return queue;
   }
 }
 
@@ -53,5 +94,13 @@ export default {
     }
     edge ??= createEdgeApp(forwardToWriter);
     return edge.fetch(request, env, ctx);
+  },
+
+  /** The cron trigger (wrangler.toml): wakes the writer, in case its alarm was lost. */
+  async scheduled(_controller: ScheduledController, env: WorkerBindings) {
+    const parsed = parseEnv(env);
+    if (env.QUEUE_WRITER === undefined || !parsed.ok) return;
+    const ns = env.QUEUE_WRITER;
+    await ns.get(ns.idFromName(parsed.config.databaseUrl)).wake();
   },
 } satisfies ExportedHandler<WorkerBindings>;

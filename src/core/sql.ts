@@ -354,7 +354,7 @@ export interface ClaimResult<E> {
  * next claim back to the group created first instead of the one served longest ago. Evaluated
  * only when a claim takes something.
  */
-const STAMP = `max(${NOW}, (SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL) + 0.000001)`;
+const STAMP = `max(${NOW}, coalesce((SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL), 0) + 0.000001)`;
 
 function claimText(single: boolean, guard: string): string {
   const pick = `SELECT head, lca, rid FROM (
