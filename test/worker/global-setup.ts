@@ -4,10 +4,15 @@
  * proxy's URL), so that a test can count the requests that reach the database, by what they carry:
  * `GET <sqldCounterUrl>/?match=<text>[&match=<text>...]` answers how many requests so far held
  * every one of those texts (counted from the first time that question was asked).
+ *
+ * It also runs a push consumer on 127.0.0.1 (`consumerUrl`): a POST to `<consumerUrl>/<path>` is
+ * recorded and answered 200 (or `/status-<code>/...`: that status); `GET <consumerLogUrl>/?path=/<path>`
+ * answers what that path received (raw bodies and signatures, in arrival order).
  */
 import { createServer } from "node:http";
 import type { TestProject } from "vitest/node";
 import { startSqld } from "../../scripts/sqld.js";
+import { startConsumer } from "../support/consumer.js";
 import { startProxy } from "../support/proxy.js";
 
 import type {} from "./provided.js";
@@ -33,10 +38,23 @@ export default async function setup(project: TestProject) {
   await new Promise<void>((resolve) => counter.listen(0, "127.0.0.1", resolve));
   const addr = counter.address();
   const port = typeof addr === "object" && addr ? addr.port : 0;
+  const consumer = await startConsumer((r) => ({ status: Number(/^\/status-([0-9]{3})\//.exec(r.path)?.[1] ?? 200) }));
+  const log = createServer((req, res) => {
+    const path = new URL(req.url ?? "/", "http://x").searchParams.get("path");
+    const got = consumer.received.filter((r) => r.path === path).map((r) => ({ raw: r.raw, signature: r.signature }));
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify(got));
+  });
+  await new Promise<void>((resolve) => log.listen(0, "127.0.0.1", resolve));
+  const logAddr = log.address();
+  project.provide("consumerUrl", consumer.url);
+  project.provide("consumerLogUrl", `http://127.0.0.1:${typeof logAddr === "object" && logAddr ? logAddr.port : 0}`);
   project.provide("workerSqldUrl", proxy.url);
   project.provide("sqldCounterUrl", `http://127.0.0.1:${port}`);
   return async () => {
     await new Promise<void>((resolve) => counter.close(() => resolve()));
+    await new Promise<void>((resolve) => log.close(() => resolve()));
+    await consumer.close();
     await proxy.close();
     await sqld.stop();
   };

@@ -5,5 +5,7 @@ declare module "vitest" {
   export interface ProvidedContext {
     workerSqldUrl: string;
     sqldCounterUrl: string;
+    consumerUrl: string;
+    consumerLogUrl: string;
   }
 }

@@ -89,15 +89,26 @@ export function db() {
 
 const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"];
 
-/** Ensures the schema, then empties every queue table. Files run one at a time (fileParallelism: false). */
+/** The QueueWriter of the database the Worker is bound to. */
+export function writer() {
+  const ns = env.QUEUE_WRITER;
+  return ns.get(ns.idFromName(env.TURSO_DATABASE_URL as string));
+}
+
+/**
+ * Ensures the schema, then empties every queue table. Files run one at a time (fileParallelism:
+ * false). Subscriptions deleted behind the writer's back are forgotten by its pusher only at its
+ * next wake: wake it now, so that no delivery of a later test goes to an earlier test's consumer.
+ */
 export async function resetDatabase(): Promise<void> {
   const client = db();
   await LibsqlTransport.fromClient(client);
-  await client.batch(
+  const rs = await client.batch(
     [...TABLES.map((t) => `DELETE FROM ${t}`), "DELETE FROM sqlite_sequence WHERE name = 'messages'"],
     "write",
   );
   client.close();
+  if ((rs[TABLES.indexOf("tq_subscriptions")]?.rowsAffected ?? 0) > 0) await writer().wake();
 }
 
 /** Rows in every queue table: what "nothing stored" is checked against. */
