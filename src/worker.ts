@@ -67,6 +67,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
     if (this.#pusher === undefined) {
       this.#pusher = new Pusher(queue, {
         recheckMs: config.recheckMs,
+        maxConnections: config.pushConnections,
         wakeAt: (at) => this.ctx.storage.setAlarm(at),
       });
       void this.#pusher.wake();

@@ -1,12 +1,14 @@
 /**
  * Delivery through the Worker (its bundle under Miniflare, QueueWriter bound, against a fresh sqld
- * behind a counting proxy): publish→delivery latency with long polls against polling every second,
- * and what an idle fleet costs in database requests per minute.
+ * behind a counting proxy): publish→delivery latency with push, long polls and polling every second,
+ * a backlog drained by push and by pull consumers, and what idle consumers cost in database
+ * requests per minute.
  */
 import { startProxy } from "../../test/support/proxy.js";
 import { serveWorker } from "../miniflare.js";
 import { startSqld } from "../sqld.js";
 import { fmt, percentile, progress, sleep, table } from "./lib.js";
+import { idleSubscription, pullDrain, pushDrain, pushLatency } from "./push.js";
 
 const TOKEN = "bench-token-0123456789abcdef";
 /** Text only a claim statement carries (src/core/sql.ts). */
@@ -14,7 +16,7 @@ const CLAIM = "tq_claimed_at AS stamp";
 /** The latency case's long poll, in seconds. */
 const WAIT = 5;
 
-type Api = (path: string, body: unknown, signal?: AbortSignal) => Promise<{ status: number; body: unknown }>;
+export type Api = (path: string, body: unknown, signal?: AbortSignal) => Promise<{ status: number; body: unknown }>;
 
 export function apiOf(url: string): Api {
   return async (path, body, signal) => {
@@ -142,7 +144,51 @@ export async function longPollBench(opts: {
       figures[`latency.${mode}.p99`] = percentile(lat, 99);
       rows.push([mode, String(lat.length), fmt(percentile(lat, 50), 1), fmt(percentile(lat, 99), 1)]);
     }
+    progress(`delivery: publish→delivery latency, push, ${messages} messages`);
+    const pushed = await pushLatency(worker.url, api, messages);
+    figures["latency.push.p50"] = percentile(pushed, 50);
+    figures["latency.push.p99"] = percentile(pushed, 99);
+    rows.unshift([
+      "push (1 subscription)",
+      String(pushed.length),
+      fmt(percentile(pushed, 50), 1),
+      fmt(percentile(pushed, 99), 1),
+    ]);
+
+    const backlog = opts.quick ? 500 : 2000;
+    progress(`delivery: a backlog of ${backlog} drained by push, then by 8 pull consumers`);
+    const push = await pushDrain(worker.url, api, backlog);
+    const pull = await pullDrain(api, backlog, 8);
+    // The same, on a Worker allowed 16 deliveries in flight (QUEUE_PUSH_CONNECTIONS).
+    const wide = await serveWorker({
+      databaseUrl: proxy.url,
+      queueToken: TOKEN,
+      vars: { QUEUE_PUSH_CONNECTIONS: "16" },
+    });
+    let push16: number;
+    try {
+      push16 = await pushDrain(wide.url, apiOf(wide.url), backlog);
+    } finally {
+      await wide.stop();
+    }
+    figures["drain.push.perSecond"] = push;
+    figures["drain.push16.perSecond"] = push16;
+    figures["drain.pull8.perSecond"] = pull;
+    const drainRows = [
+      ["pull, 8 consumers (acks ride claims)", fmt(pull), "1.00x"],
+      ["push, 1 subscription, 4 deliveries in flight (default)", fmt(push), `${fmt(push / pull, 2)}x`],
+      ["push, 1 subscription, QUEUE_PUSH_CONNECTIONS=16", fmt(push16), `${fmt(push16 / pull, 2)}x`],
+    ];
+
     const idleRows: string[][] = [];
+    progress(`delivery: 1 idle subscription, ${idleSeconds} s`);
+    const stopIdle = await idleSubscription(worker.url);
+    const sub = await idle(api, counts, "long-poll", 0, idleSeconds, sqld.adminUrl as string);
+    await stopIdle();
+    figures["idle.subscription.claimBatchesPerMin"] = sub.claims;
+    figures["idle.subscription.requestsPerMin"] = sub.requests;
+    figures["idle.subscription.rowsReadPerMin"] = sub.rowsRead;
+    idleRows.push(["1 subscription (push)", fmt(sub.claims), fmt(sub.requests), fmt(sub.rowsRead)]);
     // Polling first: the long polls' waits outlive their aborted clients (see above).
     for (const mode of ["poll-1s", "long-poll"] as const) {
       progress(`delivery: 64 idle consumers, ${mode}, ${idleSeconds} s`);
@@ -155,9 +201,13 @@ export async function longPollBench(opts: {
     const text = [
       "### Delivery through the Worker (bundle under Miniflare, QueueWriter, sqld on loopback)",
       "",
-      "Publish→delivery latency (ms), 4 consumers, one publish every 40 ms over 8 groups:",
+      "Publish→delivery latency (ms), one publish every 40 ms over 8 groups; 4 pull consumers, or one subscription:",
       "",
       table(["consumers", "messages", "p50", "p99"], rows),
+      "",
+      `A backlog of ${backlog} messages over 64 groups, drained (messages/s, consumer on loopback answering at once):`,
+      "",
+      table(["consumer", "messages/s", "vs pull"], drainRows),
       "",
       `Database requests per minute with nothing to deliver (${idleSeconds} s measured, after arrivals):`,
       "",
@@ -166,7 +216,8 @@ export async function longPollBench(opts: {
       "Polling claims ride the writer's group commit (several claims per batch), but each claim still reads its rows.",
       "Long polls: each arrival makes one claim; then, with nothing written through the writer, one probing claim",
       "every QUEUE_RECHECK_SECONDS (2) for the least picky waiter, plus one read asking when something next comes due;",
-      "a waiter whose 20 s wait ends comes back as a new arrival.",
+      "a waiter whose 20 s wait ends comes back as a new arrival. A subscription: one probing claim per re-check",
+      "(the writer's alarm), one read of the subscriptions and one asking when something next comes due.",
       "",
     ].join("\n");
     return { text, figures };

@@ -16,6 +16,12 @@ export interface Bindings {
    * a waiter may learn of a message written by something that bypasses the Worker. A [var].
    */
   QUEUE_RECHECK_SECONDS?: string;
+  /**
+   * Push deliveries the QueueWriter keeps in flight at once, shared fairly among subscriptions
+   * (default 4, 1-64). A Workers invocation opens 6 connections at once and queues the rest, the
+   * database's requests included: raise it only for consumers that answer fast. A [var].
+   */
+  QUEUE_PUSH_CONNECTIONS?: string;
 }
 
 export interface Config {
@@ -23,8 +29,10 @@ export interface Config {
   databaseUrl: string;
   databaseAuthToken: string | undefined;
   queueToken: string;
-  /** QUEUE_RECHECK_SECONDS in ms. */
+  /** QUEUE_RECHECK_SECONDS in ms (also the push subscriptions' re-check). */
   recheckMs: number;
+  /** QUEUE_PUSH_CONNECTIONS. */
+  pushConnections: number;
 }
 
 /** Shortest QUEUE_TOKEN accepted: a guessable token is as good as none. */
@@ -101,6 +109,11 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   if (!(recheckSeconds >= 0.05 && recheckSeconds <= 300)) {
     problems.push(`QUEUE_RECHECK_SECONDS must be a number of seconds from 0.05 to 300, got ${JSON.stringify(recheck)}`);
   }
+  const connections = str("QUEUE_PUSH_CONNECTIONS") ?? "4";
+  const pushConnections = Number(connections);
+  if (!(Number.isInteger(pushConnections) && pushConnections >= 1 && pushConnections <= 64)) {
+    problems.push(`QUEUE_PUSH_CONNECTIONS must be an integer from 1 to 64, got ${JSON.stringify(connections)}`);
+  }
   if (problems.length > 0) return { ok: false, error: new ConfigError(problems) };
   return {
     ok: true,
@@ -109,6 +122,7 @@ function parse(env: Record<string, unknown>): ParsedConfig {
       databaseAuthToken: authToken,
       queueToken: queueToken as string,
       recheckMs: Math.round(recheckSeconds * 1000),
+      pushConnections,
     },
   };
 }

@@ -51,7 +51,7 @@ export interface PushStats {
   /** Claim rounds (one write batch each) and claims in them. */
   rounds: number;
   claims: number;
-  /** POSTs sent; answered 2xx and acked; answered 202; nacked for a retry; released (subscription gone). */
+  /** POSTs sent; answered 2xx (acked); answered 202; nacked for a retry; released (subscription gone). */
   posted: number;
   acked: number;
   accepted: number;
@@ -218,18 +218,25 @@ export class Pusher {
 
   #deliver(sub: Subscription, lease: Lease): void {
     this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 0) + 1);
-    const p = this.#post(sub, lease)
+    let freed = false;
+    // The slot frees once the consumer has answered: the claim that refills it is submitted in the
+    // same tick as the ack or nack, so that both ride one batch.
+    const free = () => {
+      if (freed) return;
+      freed = true;
+      this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 1) - 1);
+      this.#kick("full");
+    };
+    const p = this.#post(sub, lease, free)
       .catch((e) => console.error(`push: delivery of lease ${lease.id} to ${sub.name} failed`, e))
       .finally(() => {
-        this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 1) - 1);
+        free();
         this.#deliveries.delete(p);
-        // A slot is free: claim again (the ack or nack usually said so already; this covers a 202).
-        this.#kick("full");
       });
     this.#deliveries.add(p);
   }
 
-  async #post(sub: Subscription, lease: Lease): Promise<void> {
+  async #post(sub: Subscription, lease: Lease, free: () => void): Promise<void> {
     // A put or delete since the claim: no delivery starts for a subscription that is gone.
     if (this.#stale) await this.#reload();
     const current = this.#subs.find((s) => s.name === sub.name);
@@ -248,7 +255,7 @@ export class Pusher {
       subscription: sub.name,
     };
     const body = JSON.stringify(delivery);
-    let answer: Response;
+    let answer: Response | undefined;
     this.stats.posted++;
     try {
       answer = await this.#fetch(current.url, {
@@ -264,24 +271,21 @@ export class Pusher {
       });
       await answer.body?.cancel();
     } catch {
-      await this.#retry(lease, null);
-      return;
+      answer = undefined;
     }
-    if (answer.status === 202) {
+    let settle: Promise<unknown> | undefined;
+    if (answer?.status === 202) {
       this.stats.accepted++;
-      return;
-    }
-    if (answer.ok) {
-      await this.#queue.ack(lease);
+    } else if (answer?.ok) {
       this.stats.acked++;
-      return;
+      settle = this.#queue.ack(lease);
+    } else {
+      this.stats.retried++;
+      const retryAfter = answer?.headers.get("retry-after") ?? null;
+      settle = this.#queue.nack(lease, retryDelay(lease.attempts, retryAfter));
     }
-    await this.#retry(lease, answer.headers.get("retry-after"));
-  }
-
-  async #retry(lease: Lease, retryAfter: string | null): Promise<void> {
-    this.stats.retried++;
-    await this.#queue.nack(lease, retryDelay(lease.attempts, retryAfter));
+    free();
+    await settle;
   }
 
   /** While subscriptions exist: at the next known due moment, or at the re-check, whichever is first. */

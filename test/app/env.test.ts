@@ -1,0 +1,24 @@
+/** The Worker's configuration (src/app/env.ts): defaults, and an error that names what to set. */
+import { expect, it } from "vitest";
+import { parseEnv } from "../../src/app/env.js";
+
+const base = { TURSO_DATABASE_URL: "http://127.0.0.1:8080", QUEUE_TOKEN: "0123456789abcdef" };
+
+it("defaults: a re-check every 2 s, 4 push connections", () => {
+  const parsed = parseEnv({ ...base });
+  expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 2000, pushConnections: 4 });
+});
+
+it("takes QUEUE_RECHECK_SECONDS and QUEUE_PUSH_CONNECTIONS within their bounds, and names them when not", () => {
+  const parsed = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "0.5", QUEUE_PUSH_CONNECTIONS: "16" });
+  expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 500, pushConnections: 16 });
+  for (const bad of ["0", "65", "2.5", "many"]) {
+    const p = parseEnv({ ...base, QUEUE_PUSH_CONNECTIONS: bad });
+    expect(p.ok).toBe(false);
+    expect(!p.ok && p.error.message).toContain(`QUEUE_PUSH_CONNECTIONS must be an integer from 1 to 64, got "${bad}"`);
+  }
+  const slow = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "301" });
+  expect(!slow.ok && slow.error.message).toContain(
+    "QUEUE_RECHECK_SECONDS must be a number of seconds from 0.05 to 300",
+  );
+});
