@@ -1,7 +1,7 @@
 /**
  * The client's side of what the API added for long polls, acks riding with claims, delayed publishes
- * (now in the contract, src/contract/types.ts) and push subscriptions (coded against the shapes
- * issue 11 specifies until the contract has them).
+ * and push subscriptions: the wire shapes are the contract's (src/contract/types.ts), the
+ * camel-cased ones the client's.
  *
  * A server older than a feature refuses its field as unknown (`"wait": unknown field`); the client
  * then stops sending it (see `unsupported()`), so it works with both.
@@ -23,21 +23,9 @@ export type PublishBody = T.PublishRequest;
 export type BatchMessage = T.BatchMessage;
 
 /** `PUT /v1/subscriptions/{name}`. */
-export interface SubscriptionRequest {
-  url: string;
-  min_priority?: number;
-  max_in_flight?: number;
-  visibility?: number;
-}
+export type SubscriptionRequest = T.SubscriptionRequest;
 /** A subscription as the API answers it (`signing_secret` only from the PUT). */
-export interface SubscriptionAnswer {
-  name: string;
-  url: string;
-  min_priority: number;
-  max_in_flight: number;
-  visibility: number;
-  signing_secret?: string;
-}
+export type SubscriptionAnswer = T.Subscription & { signing_secret?: string };
 
 /** A push subscription: the API posts each message to `url` (see the README's push section). */
 export interface Subscription {

@@ -17,9 +17,11 @@ import {
   QueueError,
   QueueHttpError,
 } from "../../src/client/index.js";
+import { verifySignature } from "../../src/client/signature.js";
 import { MAX_CLAIM_ACKS, MAX_CLAIM_WAIT } from "../../src/contract/schemas.js";
 import { nodeFetchStats } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
+import { startConsumer } from "../support/consumer.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { type Proxy as FaultProxy, startProxy } from "../support/proxy.js";
 import { waitFor } from "../support/wait.js";
@@ -543,5 +545,40 @@ describe("consume() over HTTP", () => {
     expect(await done).toMatchObject({ acked: 1 });
     expect(errors).toEqual([]);
     expect((await c.stats()).groups).toBe(0);
+  });
+});
+
+describe("push over HTTP", () => {
+  it("subscribe: signed deliveries reach the consumer and are acked; unsubscribe stops them", async () => {
+    const c = client().c;
+    const consumer = await startConsumer(() => ({ status: 200 }));
+    try {
+      const sub = await c.subscribe("local", { url: `${consumer.url}/hook`, maxInFlight: 2 });
+      expect(sub).toMatchObject({ name: "local", url: `${consumer.url}/hook`, maxInFlight: 2, minPriority: 0 });
+      expect(sub.signingSecret).toMatch(/^[0-9a-f]{64}$/);
+      expect(await c.subscriptions()).toEqual([
+        { name: "local", url: `${consumer.url}/hook`, minPriority: 0, maxInFlight: 2, visibility: 30 },
+      ]);
+      for (let i = 0; i < 6; i++) await c.publish(`g${i % 2}`, { i });
+      await waitFor(async () => consumer.received.length === 6 && (await c.stats()).groups === 0, {
+        what: "six deliveries acked",
+      });
+      for (const r of consumer.received) {
+        expect(await verifySignature(sub.signingSecret, r.signature, r.raw)).toBe(true);
+      }
+      expect(consumer.overlaps).toBe(0);
+      expect(consumer.received.filter((r) => r.delivery.group_id === "g0").map((r) => r.delivery.event)).toEqual([
+        { i: 0 },
+        { i: 2 },
+        { i: 4 },
+      ]);
+      expect(await c.unsubscribe("local")).toBe(true);
+      await c.publish("g0", "after");
+      expect((await c.stats()).ready).toBe(1);
+      expect(consumer.received).toHaveLength(6);
+    } finally {
+      await c.unsubscribe("local").catch(() => false);
+      await consumer.close();
+    }
   });
 });

@@ -21,9 +21,11 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { freePort } from "../../scripts/sqld.js";
 import { type RunningWorker, startWorker } from "../../scripts/worker.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
+import { waitFor } from "../support/wait.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const run = promisify(execFile);
@@ -387,6 +389,31 @@ console.log(JSON.stringify(answers));
     const stopped = lines.find((l) => l.startsWith("stopped: "));
     expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 2, nacked: 0, abandoned: 0 });
     expect((await admin.stats()).groups).toBe(0);
+  });
+
+  it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
+    await resetDatabase(admin.client);
+    const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };
+    writeFileSync(join(app, "push-consumer.mjs"), readmeExample("push-consumer.mjs"));
+    const lines = consumeUntil("push-consumer.mjs", env, 2);
+    await waitFor(async () => (await admin.subscriptions()).length === 1, {
+      what: "the subscription",
+      timeoutMs: 30_000,
+    });
+    const publish = (event: unknown) =>
+      fetch(`${worker.url}/v1/groups/push-7/messages`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${QUEUE_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ event }),
+      }).then(async (r) => ((await r.json()) as { seq: number }).seq);
+    const first = await publish({ n: 1 });
+    const second = await publish({ n: 2 });
+    expect((await lines).filter((l) => l.startsWith("push-7 "))).toEqual([
+      `push-7 #${first} attempt 1: {"n":1}`,
+      `push-7 #${second} attempt 1: {"n":2}`,
+    ]);
+    await waitFor(async () => (await admin.stats()).groups === 0, { what: "the acks" });
+    expect(await admin.subscriptions()).toEqual([]);
   });
 
   it("the README's Hono example mounts the API in another app", async () => {
