@@ -46,6 +46,8 @@ export async function serveWorker(o: {
   vars?: Record<string, string>;
   /** Serve without the QueueWriter (each request serves itself). */
   noWriter?: boolean;
+  /** Keep the Durable Object's storage (its alarm) in this directory, across restarts. */
+  persist?: string;
 }): Promise<ServedWorker> {
   buildWorker();
   const { date, flags } = compat();
@@ -59,6 +61,7 @@ export async function serveWorker(o: {
     compatibilityFlags: flags,
     bindings: { TURSO_DATABASE_URL: o.databaseUrl, QUEUE_TOKEN: o.queueToken, ...(o.vars ?? {}) },
     ...(o.noWriter ? {} : { durableObjects: { QUEUE_WRITER: "QueueWriter" } }),
+    ...(o.persist ? { durableObjectsPersist: o.persist } : {}),
   });
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { url, stop: () => mf.dispose() };

@@ -38,6 +38,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
   readonly #app = createApp((config) => this.#queue(config), {
     dbConcurrency: Number.POSITIVE_INFINITY,
     waits: "dispatch",
+    // Reachable only through the namespace binding, from the edge app, which checked the token.
+    auth: "forwarded",
   });
 
   override fetch(request: Request): Promise<Response> {

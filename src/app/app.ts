@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import type { LibsqlTransport } from "../core/transport.js";
-import { requireBearer } from "./auth.js";
+import { requireBearer, trustForwarded } from "./auth.js";
 import { readBodyBytes } from "./body.js";
 import type { ClaimContext } from "./claiming.js";
 import type { Bindings, Config } from "./env.js";
@@ -55,6 +55,11 @@ export interface AppOptions {
    * otherwise (default) by polling with growing pauses inside the request.
    */
   waits?: "dispatch" | "poll";
+  /**
+   * "bearer" (default): every `/v1` request must carry `Authorization: Bearer <QUEUE_TOKEN>`.
+   * "forwarded": requests come only from `createEdgeApp`, which checked it (the QueueWriter).
+   */
+  auth?: "bearer" | "forwarded";
 }
 
 /**
@@ -87,7 +92,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
   const dispatch = options.waits === "dispatch";
 
-  app.use("/v1/*", requireBearer, async (c, next) => {
+  app.use("/v1/*", options.auth === "forwarded" ? trustForwarded : requireBearer, async (c, next) => {
     const config = c.get("config");
     let held = false;
     c.set("queue", async () => {

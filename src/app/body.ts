@@ -49,6 +49,11 @@ export async function readBodyBytes(req: Request): Promise<Uint8Array<ArrayBuffe
   if (length !== null) {
     if (!/^\s*\d+\s*$/.test(length)) throw badRequest("Content-Length", "must be a number of bytes");
     if (Number(length) > MAX_BODY_BYTES) throw tooLarge();
+    // Framed by its length (the runtime holds the body to it): read in one go, checked again on
+    // the bytes. A chunked body is read piece by piece, and refused as soon as it passes the limit.
+    const bytes = new Uint8Array(await req.arrayBuffer());
+    if (bytes.byteLength > MAX_BODY_BYTES) throw tooLarge();
+    return bytes;
   }
   return readBounded(req.body);
 }

@@ -107,6 +107,9 @@ export class Pusher {
       queue.onChange(() => this.#kick("full")),
       queue.onSubscriptionsChange(() => {
         this.#stale = true;
+        // Armed before the put or delete answers (a Durable Object holds its answer until the alarm
+        // is stored): an eviction right after a subscription is made cannot leave it unserved.
+        void this.#arm(Date.now() + this.#recheckMs);
         this.#kick("full");
       }),
     ];
@@ -298,11 +301,20 @@ export class Pusher {
     } catch {
       // The re-check will tell.
     }
-    const at = Date.now() + ms;
-    // One pending wake is enough unless this one is earlier (an alarm set is a storage write).
+    await this.#arm(Date.now() + ms);
+  }
+
+  /** Asks to be woken at `at`, unless a wake is pending before it (an alarm set is a storage write). */
+  async #arm(at: number): Promise<void> {
+    if (this.#stopped) return;
     if (this.#wakeSetFor !== undefined && this.#wakeSetFor > Date.now() && this.#wakeSetFor <= at) return;
     this.#wakeSetFor = at;
-    await this.#wakeAt(at);
+    try {
+      await this.#wakeAt(at);
+    } catch (e) {
+      this.#wakeSetFor = undefined;
+      console.error("push: could not set the next wake", e);
+    }
   }
 
   #timerAt(atMs: number): void {

@@ -1,0 +1,63 @@
+/**
+ * The QueueWriter evicted for real: its workerd process stopped and a new one started on the same
+ * Durable Object storage (the Worker bundle under Miniflare, scripts/miniflare.ts). A message
+ * published while it was gone, by a writer that bypasses the Worker, is pushed by the alarm the
+ * writer left behind, with no request arriving.
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, expect, inject, it } from "vitest";
+import { type ServedWorker, serveWorker } from "../../scripts/miniflare.js";
+import { LibsqlTransport } from "../../src/index.js";
+import { type Consumer, startConsumer } from "../support/consumer.js";
+import { resetDatabase } from "../support/db.js";
+import { waitFor } from "../support/wait.js";
+
+const TOKEN = "eviction-test-token-0123456789";
+let worker: ServedWorker | undefined;
+let consumer: Consumer | undefined;
+let t: LibsqlTransport | undefined;
+
+afterEach(async () => {
+  await worker?.stop();
+  await consumer?.close();
+  if (t) {
+    await resetDatabase(t.client);
+    t.close();
+  }
+  worker = consumer = t = undefined;
+});
+
+it("after an eviction, the alarm resumes push deliveries with no request arriving", async () => {
+  t = await LibsqlTransport.create(inject("sqldUrl"));
+  await resetDatabase(t.client);
+  consumer = await startConsumer(() => ({ status: 200 }));
+  const dir = mkdtempSync(join(tmpdir(), "turso-queue-writer-"));
+  const serve = () =>
+    serveWorker({
+      databaseUrl: inject("sqldUrl"),
+      queueToken: TOKEN,
+      persist: dir,
+      vars: { QUEUE_RECHECK_SECONDS: "1" },
+    });
+  worker = await serve();
+  const put = await fetch(`${worker.url}/v1/subscriptions/after-eviction`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: `${consumer.url}/hook` }),
+  });
+  expect(put.status).toBe(200);
+  // The writer answers once its alarm is stored; then it goes away at once.
+  await worker.stop();
+  worker = undefined;
+
+  await t.publish("g", "published while the writer was gone");
+  expect(consumer.received).toHaveLength(0);
+  worker = await serve();
+  const [got] = await waitFor(async () => consumer?.received.length === 1 && consumer.received, {
+    what: "the delivery",
+  });
+  expect(got?.delivery).toMatchObject({ event: "published while the writer was gone", subscription: "after-eviction" });
+  await waitFor(async () => (await t?.stats())?.groups === 0, { what: "the ack" });
+});
