@@ -354,6 +354,33 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
     expect((await admin.stats()).groups).toBe(0);
   });
 
+  // Before the HTTP consumer: its long polls, aborted at SIGTERM, live on in the writer until their
+  // wait ends (README, Open) and would take the messages published here.
+  it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
+    await resetDatabase(admin.client);
+    const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };
+    writeFileSync(join(app, "push-consumer.mjs"), readmeExample("push-consumer.mjs"));
+    const lines = consumeUntil("push-consumer.mjs", env, 2);
+    await waitFor(async () => (await admin.subscriptions()).length === 1, {
+      what: "the subscription",
+      timeoutMs: 30_000,
+    });
+    const publish = (event: unknown) =>
+      fetch(`${worker.url}/v1/groups/push-7/messages`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${QUEUE_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ event }),
+      }).then(async (r) => ((await r.json()) as { seq: number }).seq);
+    const first = await publish({ n: 1 });
+    const second = await publish({ n: 2 });
+    expect((await lines).filter((l) => l.startsWith("push-7 "))).toEqual([
+      `push-7 #${first} attempt 1: {"n":1}`,
+      `push-7 #${second} attempt 1: {"n":2}`,
+    ]);
+    await waitFor(async () => (await admin.stats()).groups === 0, { what: "the acks" });
+    expect(await admin.subscriptions()).toEqual([]);
+  });
+
   it("the README's serverless publisher and HTTP consumer run as written against the Worker", async () => {
     await resetDatabase(admin.client);
     const env = { QUEUE_URL: worker.url, QUEUE_TOKEN };
@@ -389,31 +416,6 @@ console.log(JSON.stringify(answers));
     const stopped = lines.find((l) => l.startsWith("stopped: "));
     expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 2, nacked: 0, abandoned: 0 });
     expect((await admin.stats()).groups).toBe(0);
-  });
-
-  it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
-    await resetDatabase(admin.client);
-    const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };
-    writeFileSync(join(app, "push-consumer.mjs"), readmeExample("push-consumer.mjs"));
-    const lines = consumeUntil("push-consumer.mjs", env, 2);
-    await waitFor(async () => (await admin.subscriptions()).length === 1, {
-      what: "the subscription",
-      timeoutMs: 30_000,
-    });
-    const publish = (event: unknown) =>
-      fetch(`${worker.url}/v1/groups/push-7/messages`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${QUEUE_TOKEN}`, "content-type": "application/json" },
-        body: JSON.stringify({ event }),
-      }).then(async (r) => ((await r.json()) as { seq: number }).seq);
-    const first = await publish({ n: 1 });
-    const second = await publish({ n: 2 });
-    expect((await lines).filter((l) => l.startsWith("push-7 "))).toEqual([
-      `push-7 #${first} attempt 1: {"n":1}`,
-      `push-7 #${second} attempt 1: {"n":2}`,
-    ]);
-    await waitFor(async () => (await admin.stats()).groups === 0, { what: "the acks" });
-    expect(await admin.subscriptions()).toEqual([]);
   });
 
   it("the README's Hono example mounts the API in another app", async () => {
