@@ -15,8 +15,10 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp, createEdgeApp } from "./app/app.js";
+import { type ClaimInput, claimWithAcks } from "./app/claiming.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
+import { type Outcome, outcome, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
 import type { LibsqlTransport } from "./core/transport.js";
 
@@ -32,7 +34,7 @@ export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
  * of its subscriptions (src/app/writer/pusher.ts), woken by this object's alarm so that they resume
  * after an eviction with no request arriving.
  */
-export class QueueWriter extends DurableObject<WorkerBindings> {
+export class QueueWriter extends DurableObject<WorkerBindings> implements WriterPort {
   readonly #transports = sharedTransports();
   #pusher: Pusher | undefined;
   readonly #app = createApp((config) => this.#queue(config), {
@@ -44,6 +46,33 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
 
   override fetch(request: Request): Promise<Response> {
     return Promise.resolve(this.#app.fetch(request, this.env));
+  }
+
+  /** The edge's lean path (src/app/writer/port.ts): a claim that does not wait. */
+  claim(input: ClaimInput): ReturnType<WriterPort["claim"]> {
+    return outcome(async () => {
+      const config = this.#config();
+      const queue = await this.#queue(config);
+      return claimWithAcks(input, {
+        queue: async () => queue,
+        idle: async () => {},
+        waits: { mode: "dispatch", recheckMs: config.recheckMs },
+      });
+    });
+  }
+
+  /** The edge's lean path: an ack. */
+  ack(leaseId: string): Promise<Outcome<null>> {
+    return outcome(async () => {
+      await (await this.#queue(this.#config())).ack(leaseId);
+      return null;
+    });
+  }
+
+  #config(): Config {
+    const parsed = parseEnv(this.env);
+    if (!parsed.ok) throw parsed.error;
+    return parsed.config;
   }
 
   /** The alarm the pusher asked for (the next thing due, or its safety re-check). */
@@ -78,6 +107,11 @@ export class QueueWriter extends DurableObject<WorkerBindings> {
   }
 }
 
+const writerOf = (config: Config, env: Bindings): WriterPort => {
+  const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
+  return ns.get(ns.idFromName(config.databaseUrl)) as unknown as WriterPort;
+};
+
 // Built on first use, not at startup: an isolate needs only one of them.
 let alone: ReturnType<typeof createApp> | undefined;
 let edge: ReturnType<typeof createEdgeApp> | undefined;
@@ -95,7 +129,7 @@ export default {
       alone ??= createApp(perRequestTransports());
       return alone.fetch(request, env, ctx);
     }
-    edge ??= createEdgeApp(forwardToWriter);
+    edge ??= createEdgeApp(forwardToWriter, writerOf);
     return edge.fetch(request, env, ctx);
   },
 

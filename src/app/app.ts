@@ -4,7 +4,7 @@
  * schemas (src/app/route.ts, src/contract/schemas.ts); handlers stay thin: take the validated input,
  * call the library, shape the answer (src/app/answers.ts).
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import type { LibsqlTransport } from "../core/transport.js";
 import { requireBearer, trustForwarded } from "./auth.js";
@@ -13,13 +13,15 @@ import type { ClaimContext } from "./claiming.js";
 import type { Bindings, Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
-import { claims } from "./routes/claims.js";
+import { handle } from "./route.js";
+import { claimAnswer, claimInputOf, claim as claimRoute, claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
-import { leases } from "./routes/leases.js";
+import { ack as ackRoute, leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { pages } from "./routes/pages.js";
 import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
+import { type Outcome, unwrap, type WriterPort } from "./writer/port.js";
 
 export { API_ROUTES } from "./routes/index.js";
 export { PAGE_ROUTES } from "./routes/pages.js";
@@ -143,32 +145,74 @@ function pause(ms: number, signal?: AbortSignal): Promise<void> {
 /** Sends a request on to whatever serves the API (the QueueWriter Durable Object) and returns its answer. */
 export type Forward = (request: Request, config: Config, env: Bindings) => Promise<Response>;
 
+/** The writer's lean path (src/app/writer/port.ts), for the edge to call instead of forwarding. */
+export type WriterOf = (config: Config, env: Bindings) => WriterPort;
+
 /**
  * The API's front door when another worker serves it: the pages and the bearer check are answered
- * here, so that a refused request never reaches the database's single writer; every authorized
- * `/v1` request goes on with its body (read here, within the size limit). A forward that fails is
- * a 503 whose outcome is unknown: the request may have been applied before the answer was lost.
+ * here, so that a refused request never reaches the database's single writer. With `writer`, a
+ * claim that does not wait and an ack are validated here and sent to the writer by RPC; every other
+ * authorized `/v1` request goes on with its body (read here, within the size limit). A forward that
+ * fails is a 503 whose outcome is unknown: the request may have been applied before the answer was lost.
  */
-export function createEdgeApp(forward: Forward): Hono<AppEnv> {
+export function createEdgeApp(forward: Forward, writer?: WriterOf): Hono<AppEnv> {
   const app = baseApp();
-  app.all("/v1/*", requireBearer, async (c) => {
+  const send = async (request: Request, c: Context<AppEnv>) => {
+    try {
+      return await forward(request, c.get("config"), c.env);
+    } catch (e) {
+      console.error("forward failed", e);
+      throw writerGone();
+    }
+  };
+  app.use("/v1/*", requireBearer);
+  if (writer) {
+    handle(app, claimRoute, async (c) => {
+      const body = c.req.valid("json");
+      const input = claimInputOf(body);
+      if (input.wait > 0) {
+        // A long poll: over HTTP, so that its client's abort reaches the writer's dispatcher.
+        const headers = new Headers(c.req.raw.headers);
+        headers.delete("content-length");
+        const raw = c.req.raw;
+        return send(
+          new Request(raw.url, { method: "POST", headers, body: JSON.stringify(body), signal: raw.signal }),
+          c,
+        );
+      }
+      const got = unwrap(await rpc(() => writer(c.get("config"), c.env).claim(input)));
+      return claimAnswer(c, body, got);
+    });
+    handle(app, ackRoute, async (c) => {
+      unwrap(await rpc(() => writer(c.get("config"), c.env).ack(c.req.valid("param").lease_id)));
+      return c.body(null, 204);
+    });
+  }
+  app.all("/v1/*", async (c) => {
     // The body is read here (bounded: 413 past the limit), not streamed on: the writer may answer
     // before reading it, and a stream still being pumped after the answer fails in workerd.
     const raw = c.req.raw;
     const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
     // The client's abort goes on too: a long poll whose client left must not keep (or strand) a lease.
-    const request = new Request(raw.url, { method: raw.method, headers: raw.headers, body, signal: raw.signal });
-    try {
-      return await forward(request, c.get("config"), c.env);
-    } catch (e) {
-      console.error("forward failed", e);
-      throw new HttpError(
-        503,
-        "UNAVAILABLE",
-        "the queue's writer did not answer; the request may have been applied (a publish is safe to retry with the same Idempotency-Key)",
-        { "Retry-After": "1" },
-      );
-    }
+    return send(new Request(raw.url, { method: raw.method, headers: raw.headers, body, signal: raw.signal }), c);
   });
   return app;
 }
+
+/** An RPC that did not come back is what a failed forward is: a 503 whose outcome is unknown. */
+async function rpc<T>(call: () => Promise<Outcome<T>>): Promise<Outcome<T>> {
+  try {
+    return await call();
+  } catch (e) {
+    console.error("writer call failed", e);
+    throw writerGone();
+  }
+}
+
+const writerGone = () =>
+  new HttpError(
+    503,
+    "UNAVAILABLE",
+    "the queue's writer did not answer; the request may have been applied (a publish is safe to retry with the same Idempotency-Key)",
+    { "Retry-After": "1" },
+  );

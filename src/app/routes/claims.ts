@@ -1,10 +1,11 @@
 /** Claiming: one lease (or 204), or with `max` up to that many leases in distinct groups. */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { ClaimAnswer, ClaimBody } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
+import type { Lease } from "../../core/transport.js";
 import { leaseAnswer } from "../answers.js";
 import type { AppEnv } from "../app.js";
-import { claimWithAcks } from "../claiming.js";
+import { type ClaimInput, claimWithAcks } from "../claiming.js";
 import { badRequest } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
@@ -39,22 +40,27 @@ export const claim = defineRoute({
 
 export const claims = new Hono<AppEnv>();
 
-handle(claims, claim, async (c) => {
-  const body = c.req.valid("json");
+/** The claim's input as `claimWithAcks` takes it, from the validated body (shared with the edge's lean path). */
+export function claimInputOf(body: T.ClaimRequest): ClaimInput {
   if (body.ack !== undefined && body.max === undefined) {
     throw badRequest("ack", 'needs "max" (the answer carries each ack\'s outcome beside the leases)');
   }
-  const got = await claimWithAcks(
-    {
-      workerId: body.worker_id,
-      visibility: body.visibility,
-      n: body.max ?? 1,
-      minPriority: body.min_priority ?? 0,
-      wait: body.wait ?? 0,
-      acks: body.ack ?? [],
-    },
-    { queue: c.var.queue, idle: c.var.idle, waits: c.var.waits, signal: c.req.raw.signal },
-  );
+  return {
+    workerId: body.worker_id,
+    visibility: body.visibility,
+    n: body.max ?? 1,
+    minPriority: body.min_priority ?? 0,
+    wait: body.wait ?? 0,
+    acks: body.ack ?? [],
+  };
+}
+
+/** The answer: one lease or 204 without `max`; the list (and the acks' outcomes) with it. */
+export function claimAnswer(
+  c: Context<AppEnv>,
+  body: T.ClaimRequest,
+  got: { leases: Lease[]; acks?: T.AckOutcome[] | undefined },
+) {
   if (body.max === undefined) {
     const [lease] = got.leases;
     return lease ? c.json(leaseAnswer(lease) satisfies T.Lease, 200) : c.body(null, 204);
@@ -62,4 +68,15 @@ handle(claims, claim, async (c) => {
   const answer: T.LeaseList = { leases: got.leases.map(leaseAnswer) };
   if (got.acks) answer.acks = got.acks;
   return c.json(answer, 200);
+}
+
+handle(claims, claim, async (c) => {
+  const body = c.req.valid("json");
+  const got = await claimWithAcks(claimInputOf(body), {
+    queue: c.var.queue,
+    idle: c.var.idle,
+    waits: c.var.waits,
+    signal: c.req.raw.signal,
+  });
+  return claimAnswer(c, body, got);
 });
