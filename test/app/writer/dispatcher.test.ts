@@ -3,11 +3,11 @@
  * real sqld: arrival order, each waiter's own floor, departures, and writes that bypass it.
  */
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
-import { Dispatcher } from "../../src/app/writer/dispatcher.js";
-import { type Lease, LibsqlTransport } from "../../src/index.js";
-import { resetDatabase } from "../support/db.js";
-import { startProxy, type Proxy as TcpProxy } from "../support/proxy.js";
-import { waitFor } from "../support/wait.js";
+import { Dispatcher } from "../../../src/app/writer/dispatcher.js";
+import { type Lease, LibsqlTransport } from "../../../src/index.js";
+import { resetDatabase } from "../../support/db.js";
+import { startProxy, type Proxy as TcpProxy } from "../../support/proxy.js";
+import { waitFor } from "../../support/wait.js";
 
 let t: LibsqlTransport;
 let other: LibsqlTransport | undefined;

@@ -4,12 +4,12 @@
  * retries with backoff and Retry-After, dead letters, 202, a hanging consumer, delete, idle cost.
  */
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
-import { Pusher, retryDelay } from "../../src/app/writer/pusher.js";
-import { verifySignature } from "../../src/client/signature.js";
-import { LibsqlTransport } from "../../src/index.js";
-import { type Answer, type Consumer, startConsumer } from "../support/consumer.js";
-import { resetDatabase } from "../support/db.js";
-import { waitFor } from "../support/wait.js";
+import { Pusher, retryDelay } from "../../../src/app/writer/pusher.js";
+import { verifySignature } from "../../../src/client/signature.js";
+import { LibsqlTransport } from "../../../src/index.js";
+import { type Answer, type Consumer, startConsumer } from "../../support/consumer.js";
+import { resetDatabase } from "../../support/db.js";
+import { waitFor } from "../../support/wait.js";
 
 let t: LibsqlTransport;
 let pusher: Pusher | undefined;
