@@ -187,6 +187,34 @@ describe("the dashboard", () => {
     await page.screenshot({ path: join(tmpdir(), "turso-queue-dashboard.png") });
   });
 
+  it("lists the push subscriptions and counts them", async () => {
+    await page.click("#refresh");
+    await counterShows("subscriptions", 0);
+    expect(await page.locator("#subscriptions-empty").isVisible()).toBe(true);
+    const put = await api("/v1/subscriptions/billing", "PUT", {
+      url: "http://127.0.0.1:9/<b>hook</b>",
+      max_in_flight: 3,
+      visibility: 20,
+    });
+    expect(put.status).toBe(200);
+    try {
+      await page.click("#refresh");
+      await counterShows("subscriptions", 1);
+      const row = page.locator('#subscriptions tbody tr[data-subscription="billing"]');
+      expect(await row.locator("td").allTextContents()).toEqual([
+        "billing",
+        "http://127.0.0.1:9/<b>hook</b>",
+        "0",
+        "3",
+        "20 s",
+      ]);
+      expect(await row.locator("b").count()).toBe(0);
+      expect(await page.locator("#subscriptions-empty").isHidden()).toBe(true);
+    } finally {
+      expect((await api("/v1/subscriptions/billing", "DELETE")).status).toBe(204);
+    }
+  });
+
   it("a token that stops working sends the page back to the form with a message", async () => {
     await page.evaluate(() => sessionStorage.setItem("turso-queue-token", "revoked-token-0123456789"));
     await page.click("#refresh");

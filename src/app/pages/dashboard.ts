@@ -1,6 +1,6 @@
 /**
- * `GET /dashboard` and its script: counters, the groups worth watching and the dead letters (redrive,
- * delete), refreshed in place. It reads and writes only through the `/v1` API with the bearer token
+ * `GET /dashboard` and its script: counters, the groups worth watching, the dead letters (redrive,
+ * delete) and the push subscriptions, refreshed in place. It reads and writes only through the `/v1` API with the bearer token
  * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
@@ -35,6 +35,9 @@ export const DASHBOARD_HTML = page(
   <table id="dead-letters"><thead><tr><th>seq</th><th>group</th><th>event</th><th>attempts</th><th>reason</th><th>died</th><th></th></tr></thead><tbody></tbody></table>
   <p id="dead-empty" class="empty" hidden>No dead letters.</p>
   <p id="dead-more" class="empty" hidden>Showing the first 50.</p>
+  <h2>Push subscriptions</h2>
+  <table id="subscriptions"><thead><tr><th>name</th><th>url</th><th>min priority</th><th>max in flight</th><th>visibility</th></tr></thead><tbody></tbody></table>
+  <p id="subscriptions-empty" class="empty" hidden>No subscriptions: consumers pull (see the API docs, PUT /v1/subscriptions/{name}, to push).</p>
 </div>
 <noscript><p class="error">The dashboard needs JavaScript.</p></noscript>
 </div>`,
@@ -53,6 +56,7 @@ export const DASHBOARD_JS = `"use strict";
     ["delayed", "delayed"],
     ["groups", "groups"],
     ["dead_letters", "dead letters"],
+    ["subscriptions", "push subscriptions"],
   ];
   const $ = (id) => document.getElementById(id);
   let timer;
@@ -180,16 +184,34 @@ export const DASHBOARD_JS = `"use strict";
     $("dead-more").hidden = page.next_after_seq === null;
   }
 
+  function renderSubscriptions(list) {
+    const body = $("subscriptions").querySelector("tbody");
+    body.replaceChildren();
+    for (const sub of list.subscriptions) {
+      const row = document.createElement("tr");
+      row.dataset.subscription = sub.name;
+      cell(row, sub.name);
+      cell(row, sub.url, "event");
+      cell(row, String(sub.min_priority));
+      cell(row, String(sub.max_in_flight));
+      cell(row, sub.visibility + " s");
+      body.appendChild(row);
+    }
+    $("subscriptions-empty").hidden = list.subscriptions.length > 0;
+  }
+
   async function refresh() {
     if (loading || !token()) return;
     loading = true;
     try {
-      const [stats, groups, dead] = await Promise.all([
+      const [stats, groups, dead, subs] = await Promise.all([
         api("/v1/stats"),
         api("/v1/groups?limit=10"),
         api("/v1/dead-letters?limit=50"),
+        api("/v1/subscriptions"),
       ]);
-      renderCounters(stats);
+      renderCounters({ ...stats, subscriptions: subs.subscriptions.length });
+      renderSubscriptions(subs);
       renderGroups(groups.groups);
       renderDeadLetters(dead);
       $("problem").textContent = "";
