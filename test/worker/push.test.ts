@@ -63,7 +63,7 @@ it("pushes what is published, signed, and acks it on 200; the alarm is set while
     },
     { what: "three deliveries acked" },
   );
-  expect(got.map((r) => r.delivery.seq).sort()).toEqual(published.sort());
+  expect(got.map((r) => r.delivery.seq).sort((a, b) => a - b)).toEqual(published.sort((a, b) => a - b));
   expect(got.filter((r) => r.delivery.group_id === "a").map((r) => r.delivery.event)).toEqual([1, 3]);
   for (const r of got) {
     expect(r.delivery).toMatchObject({ subscription: "hooks", attempts: 1 });
