@@ -87,6 +87,7 @@ export class Pusher {
   #subs: Subscription[] = [];
   /** The list must be read again before the next claim or delivery (a put or delete, a wake). */
   #stale = true;
+  #reloading: Promise<void> | undefined;
   #running: Promise<void> | undefined;
   #isRunning = false;
   #again: "full" | "probe" | undefined;
@@ -169,7 +170,7 @@ export class Pusher {
       while (this.#again !== undefined && !this.#stopped) {
         const probe = this.#again === "probe";
         this.#again = undefined;
-        if (this.#stale) await this.#reload();
+        await this.#fresh();
         let asks = this.#asks();
         if (asks.length === 0) continue;
         // With nothing known to have changed, one claim for the least picky subscription tells whether any would find something.
@@ -193,6 +194,16 @@ export class Pusher {
       }
     } catch (e) {
       console.error("push: round failed", e);
+    }
+  }
+
+  /** Reads the list again when a put, delete or wake made it stale; callers meanwhile share one read. */
+  async #fresh(): Promise<void> {
+    while (this.#stale || this.#reloading) {
+      this.#reloading ??= this.#reload().finally(() => {
+        this.#reloading = undefined;
+      });
+      await this.#reloading;
     }
   }
 
@@ -241,7 +252,7 @@ export class Pusher {
 
   async #post(sub: Subscription, lease: Lease, free: () => void): Promise<void> {
     // A put or delete since the claim: no delivery starts for a subscription that is gone.
-    if (this.#stale) await this.#reload();
+    await this.#fresh();
     const current = this.#subs.find((s) => s.name === sub.name);
     if (current === undefined) {
       this.stats.released++;
