@@ -88,11 +88,6 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     await this.#pusher?.wake();
   }
 
-  /** Counters of this object's pusher (tests). */
-  pushStats() {
-    return this.#pusher?.stats;
-  }
-
   async #queue(config: Config): Promise<LibsqlTransport> {
     const queue = await this.#transports(config);
     if (this.#pusher === undefined) {

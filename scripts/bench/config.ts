@@ -8,6 +8,8 @@ export const QUICK = process.argv.includes("--quick");
 export const NO_FILE = process.argv.includes("--no-file");
 export const NO_DEPTH = process.argv.includes("--no-depth");
 export const NO_COST = process.argv.includes("--no-cost");
+/** The bearer token of the Worker the benches serve under Miniflare. */
+export const TOKEN = "bench-token-0123456789abcdef";
 
 export const CFG = QUICK
   ? {

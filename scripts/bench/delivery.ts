@@ -7,10 +7,10 @@
 import { startProxy } from "../../test/support/proxy.js";
 import { serveWorker } from "../miniflare.js";
 import { startSqld } from "../sqld.js";
+import { TOKEN } from "./config.js";
 import { fmt, percentile, progress, sleep, table } from "./lib.js";
 import { idleSubscription, pullDrain, pushDrain, pushLatency } from "./push.js";
 
-const TOKEN = "bench-token-0123456789abcdef";
 /** Text only a claim statement carries (src/core/sql.ts). */
 const CLAIM = "tq_claimed_at AS stamp";
 /** The latency case's long poll, in seconds. */

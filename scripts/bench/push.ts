@@ -4,10 +4,9 @@
  * backlog drained by push vs by pull consumers, and what an idle subscription costs.
  */
 import { type Consumer, startConsumer } from "../../test/support/consumer.js";
+import { TOKEN } from "./config.js";
 import type { Api } from "./delivery.js";
 import { sleep } from "./lib.js";
-
-const TOKEN = "bench-token-0123456789abcdef";
 
 async function call(url: string, method: string, path: string, body?: unknown): Promise<unknown> {
   const res = await fetch(`${url}${path}`, {

@@ -10,9 +10,9 @@ import { nodeFetch } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { serveWorker } from "../miniflare.js";
 import { startSqld } from "../sqld.js";
+import { TOKEN } from "./config.js";
 import { fmt, progress, runLoops, table } from "./lib.js";
 
-const TOKEN = "bench-token-0123456789abcdef";
 const GROUPS = 256;
 
 /** CPU ms used so far by the processes named (Linux /proc; 0 where unreadable). */

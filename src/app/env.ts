@@ -12,8 +12,8 @@ export interface Bindings {
   /** The bearer token every `/v1` request must carry. A secret; the API refuses to run without it. */
   QUEUE_TOKEN?: string;
   /**
-   * Seconds between the QueueWriter's safety re-checks for long-poll waiters (default 2): how late
-   * a waiter may learn of a message written by something that bypasses the Worker. A [var].
+   * Seconds between the QueueWriter's safety re-checks for long-poll waiters and push subscriptions
+   * (default 2): how late they may learn of a message written by something that bypasses the Worker. A [var].
    */
   QUEUE_RECHECK_SECONDS?: string;
   /**

@@ -336,6 +336,15 @@ export interface ClaimResult<E> {
 }
 
 /**
+ * A claim's round-robin stamp: the database clock, but never at or below the newest stamp among
+ * groups free to claim (one row from the end of `tq_groups_free`). The clock ticks in
+ * milliseconds; in-process claims can come several to a millisecond, and a tie would send the
+ * next claim back to the group created first instead of the one served longest ago. Evaluated
+ * only when a claim takes something.
+ */
+const STAMP = `max(${NOW}, coalesce((SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL), 0) + 0.000001)`;
+
+/**
  * The spec's claim, reshaped so that its cost follows what it takes, not what is in flight:
  * groups with nothing in flight are walked in round-robin order on the free index (never-claimed
  * first, ties by creation), and groups held by a lease or park that has ended are found on the
@@ -347,15 +356,6 @@ export interface ClaimResult<E> {
  * A head past its attempts is not leased but marked with the claim's negative marker (never a
  * lease expiry), then moved to the dead letters by the two statements after.
  */
-/**
- * A claim's round-robin stamp: the database clock, but never at or below the newest stamp among
- * groups free to claim (one row from the end of `tq_groups_free`). The clock ticks in
- * milliseconds; in-process claims can come several to a millisecond, and a tie would send the
- * next claim back to the group created first instead of the one served longest ago. Evaluated
- * only when a claim takes something.
- */
-const STAMP = `max(${NOW}, coalesce((SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL), 0) + 0.000001)`;
-
 function claimText(single: boolean, guard: string): string {
   const pick = `SELECT head, lca, rid FROM (
     SELECT * FROM (

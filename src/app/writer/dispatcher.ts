@@ -17,6 +17,7 @@
  * their visibility like any lease.
  */
 import type { Lease, LibsqlTransport } from "../../core/transport.js";
+import { msUntilDue } from "./due.js";
 
 export interface WaitRequest {
   workerId: string;
@@ -45,9 +46,6 @@ export interface DispatcherStats {
   /** Leases released because their waiter had gone. */
   released: number;
 }
-
-/** After a known due moment, wait this much more before claiming (the database's clock may run behind ours). */
-const DUE_SLACK_MS = 20;
 
 export class Dispatcher {
   readonly #queue: LibsqlTransport;
@@ -178,14 +176,7 @@ export class Dispatcher {
 
   /** The next round: when something held by time comes due, or at the safety re-check. */
   async #scheduleNext(): Promise<void> {
-    let ms = this.#recheckMs;
-    try {
-      const { next, now } = await this.#queue.nextDueAt();
-      // A due moment already past that our claims did not take (held by the priority floor) says nothing new.
-      if (next !== null && next > now) ms = Math.min(ms, Math.ceil((next - now) * 1000) + DUE_SLACK_MS);
-    } catch {
-      // The re-check will tell.
-    }
+    const ms = await msUntilDue(this.#queue, this.#recheckMs);
     if (this.#running || this.#waiters.length === 0) return;
     this.#stopTimer();
     this.#timer = setTimeout(() => {

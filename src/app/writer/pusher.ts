@@ -21,6 +21,7 @@
 import { SIGNATURE_HEADER, signPayload } from "../../client/signature.js";
 import type { Subscription } from "../../core/subscriptions.js";
 import type { Lease, LibsqlTransport } from "../../core/transport.js";
+import { msUntilDue } from "./due.js";
 
 /** What a consumer receives (JSON body of the POST). */
 export interface PushDelivery {
@@ -73,8 +74,6 @@ export function retryDelay(attempts: number, retryAfter: string | null, nowMs = 
 const MAX_BACKOFF = 600;
 /** A consumer may ask for a longer pause than the backoff's cap, up to a day. */
 const MAX_RETRY_AFTER = 86_400;
-/** After a known due moment, wait this much more (the database's clock may run behind ours). */
-const DUE_SLACK_MS = 20;
 
 export class Pusher {
   readonly #queue: LibsqlTransport;
@@ -114,11 +113,6 @@ export class Pusher {
         this.#kick("full");
       }),
     ];
-  }
-
-  /** Deliveries under way. */
-  get inFlight(): number {
-    return this.#deliveries.size;
   }
 
   /**
@@ -305,14 +299,7 @@ export class Pusher {
   /** While subscriptions exist: at the next known due moment, or at the re-check, whichever is first. */
   async #scheduleWake(): Promise<void> {
     if (this.#stopped || this.#subs.length === 0) return;
-    let ms = this.#recheckMs;
-    try {
-      const { next, now } = await this.#queue.nextDueAt();
-      if (next !== null && next > now) ms = Math.min(ms, Math.ceil((next - now) * 1000) + DUE_SLACK_MS);
-    } catch {
-      // The re-check will tell.
-    }
-    await this.#arm(Date.now() + ms);
+    await this.#arm(Date.now() + (await msUntilDue(this.#queue, this.#recheckMs)));
   }
 
   /** Asks to be woken at `at`, unless a wake is pending before it (an alarm set is a storage write). */
