@@ -102,20 +102,34 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   }
 }
 
-const writerOf = (config: Config, env: Bindings): WriterPort => {
+/**
+ * The writer's id, derived once per isolate (a hash each time otherwise). Ids are plain values;
+ * stubs are not kept: a stub belongs to the request that made it.
+ */
+const writerIds = new WeakMap<object, Map<string, DurableObjectId>>();
+const writerStub = (config: Config, env: Bindings) => {
   const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
-  return ns.get(ns.idFromName(config.databaseUrl)) as unknown as WriterPort;
+  let ids = writerIds.get(ns);
+  if (!ids) {
+    ids = new Map();
+    writerIds.set(ns, ids);
+  }
+  let id = ids.get(config.databaseUrl);
+  if (!id) {
+    id = ns.idFromName(config.databaseUrl);
+    ids.set(config.databaseUrl, id);
+  }
+  return ns.get(id);
 };
+
+const writerOf = (config: Config, env: Bindings): WriterPort => writerStub(config, env) as unknown as WriterPort;
 
 // Built on first use, not at startup: an isolate needs only one of them.
 let alone: ReturnType<typeof createApp> | undefined;
 let edge: ReturnType<typeof createEdgeApp> | undefined;
 
-const forwardToWriter = (request: Request, config: Config, env: Bindings) => {
-  const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
-  // One writer per database: the name is the database URL.
-  return ns.get(ns.idFromName(config.databaseUrl)).fetch(request);
-};
+// One writer per database: the name is the database URL.
+const forwardToWriter = (request: Request, config: Config, env: Bindings) => writerStub(config, env).fetch(request);
 
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {

@@ -27,7 +27,7 @@ export async function readJsonObject(req: Request, required: boolean): Promise<J
 
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+    text = UTF8.decode(bytes);
   } catch {
     throw badRequest("body", "is not valid UTF-8");
   }
@@ -58,7 +58,11 @@ export async function readBodyBytes(req: Request): Promise<Uint8Array<ArrayBuffe
   return readBounded(req.body);
 }
 
+/** One strict decoder per isolate (`decode` without `stream` starts afresh each call). */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
 function isJsonType(type: string): boolean {
+  if (type === "application/json") return true;
   const [essence, ...params] = type.split(";");
   if (!JSON_TYPE.test((essence ?? "").trim())) return false;
   for (const p of params) {

@@ -17,7 +17,9 @@ export function sharedTransports(): (config: Config) => Promise<LibsqlTransport>
   return (config) => {
     let t = byUrl.get(config.databaseUrl);
     if (t === undefined) {
-      t = LibsqlTransport.fromClient(createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken }));
+      const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
+      const http = { url: httpUrl(config.databaseUrl), authToken: config.databaseAuthToken };
+      t = LibsqlTransport.fromClient(client, { http });
       byUrl.set(config.databaseUrl, t);
       t.catch(() => byUrl.delete(config.databaseUrl));
     }
@@ -35,8 +37,18 @@ export function perRequestTransports(): (config: Config) => Promise<LibsqlTransp
   const schemaReady = new Set<string>();
   return async (config) => {
     const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
-    const transport = await LibsqlTransport.fromClient(client, { ensureSchema: !schemaReady.has(config.databaseUrl) });
+    const transport = await LibsqlTransport.fromClient(client, {
+      ensureSchema: !schemaReady.has(config.databaseUrl),
+      http: { url: httpUrl(config.databaseUrl), authToken: config.databaseAuthToken },
+    });
     schemaReady.add(config.databaseUrl);
     return transport;
   };
+}
+
+/** The database's URL as the HTTP write path wants it: `libsql://` means HTTPS (`?tls=0`: HTTP). */
+export function httpUrl(url: string): string {
+  const u = new URL(url.replace(/^libsql:/i, /[?&]tls=0\b/.test(url) ? "http:" : "https:"));
+  u.search = "";
+  return u.toString();
 }

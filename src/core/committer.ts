@@ -45,45 +45,42 @@ interface Pending<T> extends WriteSpec<T> {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class Committer {
-  readonly #client: Client;
+  readonly #send: (stmts: InStatement[]) => Promise<ResultSet[]>;
   readonly #opts: CommitterOptions;
   readonly #queue: Pending<unknown>[] = [];
   #inFlight = 0;
   #scheduled = false;
+  readonly #watch = new Watch();
   #closed = false;
   /** Counters for tests and benchmarks. */
   readonly stats = { batches: 0, writes: 0, retries: 0, busy: 0 };
 
-  constructor(client: Client, opts: CommitterOptions) {
-    this.#client = client;
+  /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
+  constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
+    this.#send = send ?? ((stmts) => client.batch(stmts, "write"));
     this.#opts = opts;
   }
 
   submit<T>(spec: WriteSpec<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
     return new Promise<T>((resolve, reject) => {
-      // The deadline is kept by a timer of the call's own, so that no caller waits past it, even
-      // while a request that carries its write is still out (that write's outcome is then unknown).
-      let settled = false;
+      // The deadline is kept by the committer's watch, so that no caller waits past it, even while
+      // a request that carries its write is still out (that write's outcome is then unknown).
       const pending = {
         ...spec,
         deadline: Date.now() + this.#opts.timeoutMs,
         maybeApplied: false,
         sent: false,
         resolve: (v: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
+          this.#watch.end(due);
           resolve(v as T);
         },
         reject: (e: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
+          this.#watch.end(due);
           reject(e);
         },
       } as Pending<unknown>;
-      const timer = setTimeout(() => this.#giveUp(pending), this.#opts.timeoutMs);
+      const due = this.#watch.add(CALLS, pending.deadline, () => this.#giveUp(pending));
       this.#queue.push(pending);
       // Writes submitted in the same tick share a batch even when a slot is free.
       if (!this.#scheduled) {
@@ -130,7 +127,7 @@ export class Committer {
       const plans = live.map(current);
       for (const w of live) w.sent = true;
       try {
-        results = await this.#send(plans.flatMap((p) => p.stmts));
+        results = await this.#request(plans.flatMap((p) => p.stmts));
       } catch (e) {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
@@ -178,6 +175,24 @@ export class Committer {
     }
   }
 
+  /** One request, abandoned (TimeoutError, outcome unknown) past `requestTimeoutMs`. */
+  #request(stmts: InStatement[]): Promise<ResultSet[]> {
+    const ms = this.#opts.requestTimeoutMs;
+    return new Promise((resolve, reject) => {
+      const due = this.#watch.add(REQUESTS, Date.now() + ms, () => reject(timeoutError(ms)));
+      this.#send(stmts).then(
+        (r) => {
+          this.#watch.end(due);
+          resolve(r);
+        },
+        (e) => {
+          this.#watch.end(due);
+          reject(e);
+        },
+      );
+    });
+  }
+
   #dropExpired(writes: Pending<unknown>[]): Pending<unknown>[] {
     const now = Date.now();
     return writes.filter((w) => {
@@ -197,10 +212,6 @@ export class Committer {
         { cause: last, outcomeUnknown: w.maybeApplied || w.sent },
       ),
     );
-  }
-
-  #send(stmts: InStatement[]): Promise<ResultSet[]> {
-    return withTimeout(this.#client.batch(stmts, "write"), this.#opts.requestTimeoutMs);
   }
 }
 
@@ -225,6 +236,71 @@ function writeAt(plans: Plan<unknown>[], index: number | undefined): number {
     if (index < end) return i;
   }
   return -1;
+}
+
+const CALLS = 0;
+const REQUESTS = 1;
+
+interface Due {
+  at: number;
+  fire: () => void;
+  ended: boolean;
+}
+
+/**
+ * The deadlines of a committer (each call's, each request's) under one timer: a timer per write
+ * cost more than the rest of its bookkeeping in workerd (a set and a clear per write, BENCHMARKS.md).
+ * Each line's deadlines come in the order they fall due (a fixed budget from now), so the timer
+ * only ever waits for the oldest one still open; ended ones leave their line from its head.
+ */
+class Watch {
+  readonly #lines: [Due[], Due[]] = [[], []];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #armedFor = Number.POSITIVE_INFINITY;
+
+  add(line: typeof CALLS | typeof REQUESTS, at: number, fire: () => void): Due {
+    const due = { at, fire, ended: false };
+    this.#lines[line].push(due);
+    if (at < this.#armedFor) this.#arm(at);
+    return due;
+  }
+
+  /** The thing watched settled: its deadline no longer matters. */
+  end(due: Due): void {
+    due.ended = true;
+    for (const line of this.#lines) while (line.length > 0 && (line[0] as Due).ended) line.shift();
+  }
+
+  #arm(at: number): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#armedFor = at;
+    this.#timer = setTimeout(() => this.#check(), Math.max(0, at - Date.now()));
+    // In Node a pending deadline must not keep the process alive by itself (its request does).
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  #check(): void {
+    this.#timer = undefined;
+    this.#armedFor = Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const line of this.#lines) {
+      while (line.length > 0 && ((line[0] as Due).ended || (line[0] as Due).at <= now)) {
+        const due = line.shift() as Due;
+        if (due.ended) continue;
+        due.ended = true;
+        due.fire();
+      }
+      if (line.length > 0) next = Math.min(next, (line[0] as Due).at);
+    }
+    if (next < Number.POSITIVE_INFINITY) this.#arm(next);
+  }
+}
+
+function timeoutError(ms: number): Error {
+  const e = new Error(`no answer within ${ms} ms`);
+  e.name = "TimeoutError";
+  return e;
 }
 
 /** Rejects with a TimeoutError (mapped to TIMEOUT, outcome unknown) when `p` takes longer than `ms`. */

@@ -6,6 +6,7 @@
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
 import { backoff, Committer, type WriteSpec, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
+import { type HttpTarget, httpWriter } from "./hrana.js";
 import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
@@ -102,13 +103,14 @@ export class LibsqlTransport {
   readonly #listeners = new Set<(change: Change) => void>();
   readonly #subscriptionListeners = new Set<() => void>();
 
-  private constructor(client: Client, opts: Resolved, ownsClient: boolean) {
+  private constructor(client: Client, opts: Resolved, ownsClient: boolean, http?: HttpTarget) {
     this.client = client;
     const local = localOf(client);
     this.#localWrites = local && new LocalWrites(local, opts.timeoutMs);
     this.#opts = opts;
     this.#ownsClient = ownsClient;
-    this.#committer = new Committer(client, opts);
+    // Over HTTP the write batch goes out through hrana.ts (the same request, less work per batch).
+    this.#committer = new Committer(client, opts, http && httpWriter(http));
   }
 
   /**
@@ -134,7 +136,10 @@ export class LibsqlTransport {
     } catch (e) {
       throw invalid("database", toQueueError(e).message);
     }
-    const t = new LibsqlTransport(client, { ...opts, autoKeys: !local }, true);
+    const http = /^https?:/i.test(config.url)
+      ? { url: config.url, authToken: config.authToken, fetch: config.fetch as typeof fetch }
+      : undefined;
+    const t = new LibsqlTransport(client, { ...opts, autoKeys: !local }, true, http);
     try {
       if (options.syncUrl) await t.sync();
       if (local && config.url !== ":memory:") {
@@ -161,11 +166,19 @@ export class LibsqlTransport {
     client: Client,
     options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
       ensureSchema?: boolean;
+      /**
+       * The `http(s)://` database `client` was made for (and its token): writes then go out as
+       * the same batch request without the client's machinery (hrana.ts); reads still use `client`.
+       */
+      http?: { url: string; authToken?: string | undefined };
     } = {},
   ): Promise<LibsqlTransport> {
-    const { ensureSchema = true, ...rest } = options;
+    const { ensureSchema = true, http, ...rest } = options;
     const opts = resolveOptions(rest);
-    const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" }, false);
+    if (http !== undefined && !/^https?:\/\//i.test(http.url))
+      throw invalid("options.http.url", "must be an http(s):// URL");
+    const target = http && { ...http, fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init) };
+    const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" }, false, target);
     if (ensureSchema) await t.#ensureSchema();
     return t;
   }

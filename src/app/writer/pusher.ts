@@ -104,7 +104,10 @@ export class Pusher {
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
     this.#unsubscribe = [
-      queue.onChange(() => this.#kick("full")),
+      // With no subscription (and none being read) a write has nobody to push to: nothing to run.
+      queue.onChange(() => {
+        if (this.#subs.length > 0 || this.#stale || this.#reloading) this.#kick("full");
+      }),
       queue.onSubscriptionsChange(() => {
         this.#stale = true;
         // Armed before the put or delete answers (a Durable Object holds its answer until the alarm

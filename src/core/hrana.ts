@@ -1,0 +1,215 @@
+/**
+ * The write path's one request over HTTP: a `client.batch(stmts, "write")` as `@libsql/client`
+ * sends it (Hrana over HTTP, one pipeline: BEGIN IMMEDIATE, each statement on the success of the
+ * one before and while the transaction is open, COMMIT, ROLLBACK if the commit did not happen, then
+ * close), the same bytes on the wire, without the client's general machinery: no stream object,
+ * no per-value protobuf-style decoding, rows built as plain objects keyed by column name (the
+ * transport reads nothing by position). In a Worker the Durable Object's thread runs every write
+ * of the queue, so this is its hot loop (BENCHMARKS.md, "The Worker path").
+ *
+ * Errors look like the client's: a failed statement carries `code` and `statementIndex`
+ * (committer.ts rejects only the write it belongs to), an HTTP error `status` and
+ * `code: "SERVER_ERROR"`; errors.ts maps them all.
+ */
+import type { InStatement, ResultSet, Row } from "@libsql/client";
+
+export interface HttpTarget {
+  /** An `http(s)://` URL of a sqld or Turso database. */
+  url: string;
+  authToken?: string | undefined;
+  fetch: typeof fetch;
+}
+
+/** What the database said about a statement, a step, or the whole request. */
+export class HranaError extends Error {
+  readonly code: string;
+  /** The failing statement's index among those sent (not counting BEGIN), when one failed. */
+  readonly statementIndex: number | undefined;
+  /** The HTTP status, for an answer that was not 200. */
+  readonly status: number | undefined;
+
+  constructor(message: string, code: string, opts: { statementIndex?: number; status?: number } = {}) {
+    super(`${code}: ${message}`);
+    this.name = "HranaError";
+    this.code = code;
+    this.statementIndex = opts.statementIndex;
+    this.status = opts.status;
+  }
+}
+
+type WireValue =
+  | { type: "null" }
+  | { type: "integer"; value: string }
+  | { type: "float"; value: number }
+  | { type: "text"; value: string }
+  | { type: "blob"; base64: string };
+
+interface WireResult {
+  cols: Array<{ name: string | null }>;
+  rows: WireValue[][];
+  affected_row_count: number;
+  last_insert_rowid: string | null;
+}
+
+interface WireBatchResult {
+  step_results: Array<WireResult | null>;
+  step_errors: Array<{ message: string; code?: string | null } | null>;
+}
+
+type Cond =
+  | { type: "ok"; step: number }
+  | { type: "not"; cond: Cond }
+  | { type: "and"; conds: Cond[] }
+  | { type: "is_autocommit" };
+
+/**
+ * Sends `stmts` as one atomic write batch and returns a result per statement. Hrana 3 over HTTP
+ * (`/v3/pipeline`), which Turso and sqld since 0.21 speak.
+ */
+export function httpWriter(target: HttpTarget): (stmts: InStatement[]) => Promise<ResultSet[]> {
+  const base = target.url.replace(/\/+$/, "");
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  return async (stmts: InStatement[]): Promise<ResultSet[]> => {
+    const res = await target.fetch(`${base}/v3/pipeline`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        baton: null,
+        requests: [{ type: "batch", batch: { steps: steps(stmts) } }, { type: "close" }],
+      }),
+    });
+    if (res.status !== 200) {
+      const text = await res.text().catch(() => "");
+      let message = text.slice(0, 500) || res.statusText;
+      try {
+        message = (JSON.parse(text) as { message?: string }).message ?? message;
+      } catch {
+        // not JSON: keep the text
+      }
+      throw new HranaError(`the server answered ${res.status}: ${message}`, "SERVER_ERROR", { status: res.status });
+    }
+    const body = (await res.json()) as {
+      results: Array<
+        | { type: "ok"; response: { type: string; result: WireBatchResult } }
+        | { type: "error"; error: { message: string; code?: string | null } }
+      >;
+    };
+    const first = body.results[0];
+    if (first === undefined) throw new HranaError("the server answered no result", "HRANA_PROTO_ERROR");
+    if (first.type === "error") throw new HranaError(first.error.message, first.error.code ?? "UNKNOWN");
+    return results(first.response.result, stmts.length);
+  };
+}
+
+/** BEGIN IMMEDIATE, the statements, COMMIT, ROLLBACK: the steps `client.batch(..., "write")` sends. */
+function steps(stmts: InStatement[]) {
+  // Each step runs only if the one before succeeded and the transaction is still open.
+  const open = (after: number): Cond => ({
+    type: "and",
+    conds: [
+      { type: "ok", step: after },
+      { type: "not", cond: { type: "is_autocommit" } },
+    ],
+  });
+  const out: Array<{ condition?: Cond; stmt: { sql: string; args?: WireValue[]; want_rows: boolean } }> = [
+    { stmt: { sql: "BEGIN IMMEDIATE", want_rows: false } },
+  ];
+  stmts.forEach((s, i) => {
+    const sql = typeof s === "string" ? s : s.sql;
+    const args = typeof s === "string" ? undefined : s.args;
+    if (args !== undefined && !Array.isArray(args))
+      throw new TypeError("the write path takes positional arguments only");
+    out.push({ condition: open(i), stmt: { sql, args: (args ?? []).map(toWire), want_rows: true } });
+  });
+  const commit = out.length;
+  out.push({ condition: open(commit - 1), stmt: { sql: "COMMIT", want_rows: false } });
+  out.push({
+    condition: { type: "not", cond: { type: "ok", step: commit } },
+    stmt: { sql: "ROLLBACK", want_rows: false },
+  });
+  return out;
+}
+
+/** As `@libsql/client` encodes arguments: every JS number as a float (SQLite's affinity does the rest). */
+function toWire(v: unknown): WireValue {
+  if (v === null || v === undefined) return { type: "null" };
+  if (typeof v === "string") return { type: "text", value: v };
+  if (typeof v === "number") {
+    if (!Number.isFinite(v))
+      throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
+    return { type: "float", value: v };
+  }
+  if (typeof v === "bigint") return { type: "integer", value: v.toString() };
+  if (typeof v === "boolean") return { type: "integer", value: v ? "1" : "0" };
+  throw new TypeError(`unsupported argument type: ${typeof v}`);
+}
+
+function results(batch: WireBatchResult, count: number): ResultSet[] {
+  const begin = batch.step_errors[0];
+  if (begin) throw new HranaError(begin.message, begin.code ?? "UNKNOWN");
+  const out: ResultSet[] = [];
+  for (let i = 0; i < count; i++) {
+    const error = batch.step_errors[i + 1];
+    if (error) throw new HranaError(error.message, error.code ?? "UNKNOWN", { statementIndex: i });
+    const r = batch.step_results[i + 1];
+    if (!r) {
+      throw new HranaError(
+        "Statement in a batch was not executed, probably because the transaction has been rolled back",
+        "TRANSACTION_CLOSED",
+        { statementIndex: i },
+      );
+    }
+    out.push(resultSet(r));
+  }
+  const commit = batch.step_errors[count + 1];
+  if (commit) throw new HranaError(commit.message, commit.code ?? "UNKNOWN");
+  if (!batch.step_results[count + 1]) throw new HranaError("the transaction was not committed", "TRANSACTION_CLOSED");
+  return out;
+}
+
+function resultSet(r: WireResult): ResultSet {
+  const columns = r.cols.map((c) => c.name ?? "");
+  const rows = r.rows.map((values) => {
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < values.length; i++) {
+      const name = columns[i] as string;
+      if (!(name in row)) row[name] = fromWire(values[i] as WireValue);
+    }
+    return row as Row;
+  });
+  const rowsAffected = r.affected_row_count;
+  const lastInsertRowid = r.last_insert_rowid === null ? undefined : BigInt(r.last_insert_rowid);
+  return {
+    columns,
+    columnTypes: columns.map(() => ""),
+    rows,
+    rowsAffected,
+    lastInsertRowid,
+    toJSON: () => ({ columns, rows, rowsAffected, lastInsertRowid: lastInsertRowid?.toString() }),
+  };
+}
+
+/** As the client reads values with `intMode: "number"`: integers beyond 2^53 are refused, not rounded. */
+function fromWire(v: WireValue): unknown {
+  switch (v.type) {
+    case "null":
+      return null;
+    case "integer": {
+      const n = Number(v.value);
+      if (!Number.isSafeInteger(n)) {
+        throw new RangeError("Received integer which is too large to be safely represented as a JavaScript number");
+      }
+      return n;
+    }
+    case "float":
+    case "text":
+      return v.value;
+    case "blob": {
+      const bin = atob(v.base64);
+      const bytes = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      return bytes.buffer;
+    }
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The write path's own request (src/core/hrana.ts) against a real sqld, side by side with
+ * `@libsql/client`'s `batch(..., "write")`, which it replaces for writes over HTTP: the same
+ * results, the same atomicity, errors that say which statement failed.
+ */
+import { createClient, type InStatement, type ResultSet } from "@libsql/client";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { QueueError, toQueueError } from "../../src/core/errors.js";
+import { HranaError, httpWriter } from "../../src/core/hrana.js";
+
+const url = inject("sqldUrl");
+const client = createClient({ url });
+const write = httpWriter({ url, fetch: (input, init) => fetch(input, init) });
+const viaClient = (stmts: InStatement[]) => client.batch(stmts, "write");
+afterAll(() => client.close());
+
+/** What a reader can see of a result: rows by column name, counts, the last rowid. */
+const seen = (results: ResultSet[]) =>
+  results.map((rs) => ({
+    columns: rs.columns,
+    rows: rs.rows.map((row) => Object.fromEntries(rs.columns.map((c) => [c, row[c]]))),
+    rowsAffected: rs.rowsAffected,
+    lastInsertRowid: rs.lastInsertRowid,
+  }));
+
+const script = (t: string): InStatement[] => [
+  { sql: `INSERT INTO ${t} (k, f, s, b, n) VALUES (?, ?, ?, x'00ff10', ?) RETURNING *`, args: [3, 2.5, "é ✓", null] },
+  { sql: `INSERT INTO ${t} (k, f, s) VALUES (?, ?, ?), (?, ?, ?)`, args: [4, -1, "", 5, 0.1, "x"] },
+  { sql: `UPDATE ${t} SET s = s || '!' WHERE k >= ?`, args: [4] },
+  { sql: `SELECT k, typeof(k) AS tk, f, s AS k, b, n FROM ${t} ORDER BY 1`, args: [] },
+  { sql: `SELECT count(*) AS c, 9007199254740991 AS big FROM ${t}`, args: [] },
+];
+
+describe("httpWriter", () => {
+  beforeAll(async () => {
+    for (const t of ["hw_a", "hw_b", "hw_atomic"]) {
+      await client.execute(`DROP TABLE IF EXISTS ${t}`);
+      await client.execute(`CREATE TABLE ${t} (k INTEGER PRIMARY KEY, f REAL, s TEXT UNIQUE, b BLOB, n TEXT)`);
+    }
+  });
+
+  it("returns what client.batch(..., 'write') returns for the same statements", async () => {
+    const mine = seen(await write(script("hw_a")));
+    const theirs = seen(await viaClient(script("hw_b")));
+    expect(mine).toEqual(theirs);
+    // Spot checks, so that equality of two wrong answers cannot pass.
+    expect(mine[0]?.rows[0]).toMatchObject({ k: 3, f: 2.5, s: "é ✓", n: null });
+    expect(new Uint8Array(mine[0]?.rows[0]?.b as ArrayBuffer)).toEqual(new Uint8Array([0, 255, 16]));
+    expect(mine[1]?.rowsAffected).toBe(2);
+    expect(mine[1]?.lastInsertRowid).toBe(5n);
+    expect(mine[2]?.rowsAffected).toBe(2);
+    // A JS number goes as the client sends it, and SQLite's affinity stores an integer.
+    expect(mine[3]?.rows.map((r) => r.tk)).toEqual(["integer", "integer", "integer"]);
+    // Two columns named alike: the first one wins, as with the client.
+    expect(mine[3]?.rows[0]?.k).toBe(3);
+    expect(mine[4]?.rows[0]).toEqual({ c: 3, big: Number.MAX_SAFE_INTEGER });
+  });
+
+  it("a failing statement rolls the whole batch back and names its index", async () => {
+    const before = (await client.execute("SELECT count(*) AS c FROM hw_atomic")).rows[0]?.c;
+    const err = await write([
+      { sql: "INSERT INTO hw_atomic (k, s) VALUES (?, ?)", args: [1, "one"] },
+      { sql: "INSERT INTO hw_atomic (k, s) VALUES (?, ?)", args: [2, "two"] },
+      { sql: "INSERT INTO hw_atomic (k, s) VALUES (?, ?)", args: [3, "one"] },
+      { sql: "INSERT INTO hw_atomic (k, s) VALUES (?, ?)", args: [4, "four"] },
+    ]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HranaError);
+    expect((err as HranaError).statementIndex).toBe(2);
+    expect((err as HranaError).code).toMatch(/^SQLITE_CONSTRAINT/);
+    expect((await client.execute("SELECT count(*) AS c FROM hw_atomic")).rows[0]?.c).toBe(before);
+    expect(toQueueError(err)).toMatchObject({ code: "DATABASE" });
+  });
+
+  it("refuses an integer beyond 2^53 instead of rounding it, as the client does", async () => {
+    const big = [{ sql: "SELECT 9007199254740993 AS v", args: [] }];
+    await expect(write(big)).rejects.toThrow(RangeError);
+    await expect(viaClient(big)).rejects.toThrow(RangeError);
+  });
+
+  it("an HTTP error carries its status, mapped like the client's", async () => {
+    const wrong = httpWriter({ url: `${url}/no-such-prefix`, fetch: (input, init) => fetch(input, init) });
+    const err = await wrong([{ sql: "SELECT 1", args: [] }]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HranaError);
+    expect(err).toMatchObject({ code: "SERVER_ERROR", status: 404 });
+    expect(toQueueError(err)).toBeInstanceOf(QueueError);
+  });
+});
