@@ -17,7 +17,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { InStatement, TransactionMode } from "@libsql/client";
 import { PgBoss } from "pg-boss";
 import { consume, LibsqlTransport } from "../../src/index.js";
 import { startPostgres } from "../postgres.js";
@@ -58,13 +57,6 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
   try {
     t = await LibsqlTransport.create(sqld.url);
     const ours = t;
-    // Count the statements the write path sends (the committer calls this client's batch()).
-    const counts = { statements: 0 };
-    const batch = ours.client.batch.bind(ours.client);
-    ours.client.batch = (stmts: InStatement[], mode?: TransactionMode) => {
-      counts.statements += stmts.length;
-      return batch(stmts, mode);
-    };
     boss = new PgBoss({ connectionString: pg.url, max: 40, schedule: false, supervise: false });
     boss.on("error", (e) => progress(`pg-boss error: ${(e as Error).message}`));
     await boss.start();
@@ -109,13 +101,13 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
     };
     /** Runs `f` on our transport and records it with the write path's counters for the slice. */
     const oursSlice = async (key: string, f: () => Promise<RunResult>, drains: boolean) => {
-      const s0 = { ...ours.writeStats, statements: counts.statements };
+      const s0 = { ...ours.writeStats };
       const r = await f();
       if (drains) left.ours -= r.units;
       record(key, r, {
         batches: ours.writeStats.batches - s0.batches,
         writes: ours.writeStats.writes - s0.writes,
-        statements: counts.statements - s0.statements,
+        statements: ours.writeStats.statements - s0.statements,
       });
     };
 

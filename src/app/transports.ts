@@ -18,7 +18,7 @@ export function sharedTransports(): (config: Config) => Promise<LibsqlTransport>
     let t = byUrl.get(config.databaseUrl);
     if (t === undefined) {
       const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
-      const http = { url: httpUrl(config.databaseUrl), authToken: config.databaseAuthToken };
+      const http = { url: config.databaseUrl, authToken: config.databaseAuthToken };
       t = LibsqlTransport.fromClient(client, { http });
       byUrl.set(config.databaseUrl, t);
       t.catch(() => byUrl.delete(config.databaseUrl));
@@ -39,16 +39,9 @@ export function perRequestTransports(): (config: Config) => Promise<LibsqlTransp
     const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
     const transport = await LibsqlTransport.fromClient(client, {
       ensureSchema: !schemaReady.has(config.databaseUrl),
-      http: { url: httpUrl(config.databaseUrl), authToken: config.databaseAuthToken },
+      http: { url: config.databaseUrl, authToken: config.databaseAuthToken },
     });
     schemaReady.add(config.databaseUrl);
     return transport;
   };
-}
-
-/** The database's URL as the HTTP write path wants it: `libsql://` means HTTPS (`?tls=0`: HTTP). */
-export function httpUrl(url: string): string {
-  const u = new URL(url.replace(/^libsql:/i, /[?&]tls=0\b/.test(url) ? "http:" : "https:"));
-  u.search = "";
-  return u.toString();
 }

@@ -53,7 +53,7 @@ export class Committer {
   readonly #watch = new Watch();
   #closed = false;
   /** Counters for tests and benchmarks. */
-  readonly stats = { batches: 0, writes: 0, retries: 0, busy: 0 };
+  readonly stats = { batches: 0, writes: 0, statements: 0, retries: 0, busy: 0 };
 
   /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
   constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
@@ -160,6 +160,7 @@ export class Committer {
       for (const w of live) w.sent = false;
       this.stats.batches++;
       this.stats.writes += live.length;
+      this.stats.statements += results.length;
       let offset = 0;
       live.forEach((w, i) => {
         const p = plans[i] as Plan<unknown>;

@@ -20,6 +20,18 @@ export interface HttpTarget {
   fetch: typeof fetch;
 }
 
+/**
+ * The `http(s)://` URL the write path posts to, from a database URL: `libsql://` means HTTPS
+ * (HTTP with `?tls=0`), as `@libsql/client` reads it. Undefined for anything else (files, ws).
+ */
+export function httpUrlOf(database: string): string | undefined {
+  if (!/^(https?|libsql):\/\//i.test(database)) return undefined;
+  const u = new URL(database.replace(/^libsql:/i, /[?&]tls=0\b/.test(database) ? "http:" : "https:"));
+  u.search = "";
+  u.hash = "";
+  return u.toString();
+}
+
 /** What the database said about a statement, a step, or the whole request. */
 export class HranaError extends Error {
   readonly code: string;

@@ -6,7 +6,7 @@
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
 import { backoff, Committer, type WriteSpec, withTimeout } from "./committer.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
-import { type HttpTarget, httpWriter } from "./hrana.js";
+import { type HttpTarget, httpUrlOf, httpWriter } from "./hrana.js";
 import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
@@ -167,17 +167,27 @@ export class LibsqlTransport {
     options: Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
       ensureSchema?: boolean;
       /**
-       * The `http(s)://` database `client` was made for (and its token): writes then go out as
-       * the same batch request without the client's machinery (hrana.ts); reads still use `client`.
+       * The database `client` was made for (`libsql://` or `http(s)://`, and its token): writes
+       * then go out as the same batch request without the client's machinery (hrana.ts, less CPU
+       * per write); reads still use `client`.
        */
       http?: { url: string; authToken?: string | undefined };
     } = {},
   ): Promise<LibsqlTransport> {
     const { ensureSchema = true, http, ...rest } = options;
     const opts = resolveOptions(rest);
-    if (http !== undefined && !/^https?:\/\//i.test(http.url))
-      throw invalid("options.http.url", "must be an http(s):// URL");
-    const target = http && { ...http, fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init) };
+    const url = http === undefined ? undefined : httpUrlOf(typeof http.url === "string" ? http.url : "");
+    if (http !== undefined && url === undefined) {
+      throw invalid("options.http.url", "must be a libsql:// or http(s):// URL");
+    }
+    const target =
+      url === undefined
+        ? undefined
+        : {
+            url,
+            authToken: http?.authToken,
+            fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
+          };
     const t = new LibsqlTransport(client, { ...opts, autoKeys: client.protocol !== "file" }, false, target);
     if (ensureSchema) await t.#ensureSchema();
     return t;
@@ -204,7 +214,7 @@ export class LibsqlTransport {
     }
   }
 
-  /** Counters of the write path: batches sent, writes carried, retries, BUSY answers. */
+  /** Counters of the write path: batches sent, writes and statements carried, retries, BUSY answers. */
   get writeStats(): Readonly<Committer["stats"]> {
     return this.#committer.stats;
   }

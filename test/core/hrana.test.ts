@@ -6,7 +6,9 @@
 import { createClient, type InStatement, type ResultSet } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { QueueError, toQueueError } from "../../src/core/errors.js";
-import { HranaError, httpWriter } from "../../src/core/hrana.js";
+import { HranaError, httpUrlOf, httpWriter } from "../../src/core/hrana.js";
+import { LibsqlTransport } from "../../src/core/transport.js";
+import { resetDatabase } from "../support/db.js";
 
 const url = inject("sqldUrl");
 const client = createClient({ url });
@@ -83,5 +85,36 @@ describe("httpWriter", () => {
     expect(err).toBeInstanceOf(HranaError);
     expect(err).toMatchObject({ code: "SERVER_ERROR", status: 404 });
     expect(toQueueError(err)).toBeInstanceOf(QueueError);
+  });
+});
+
+describe("the database URL the write path posts to", () => {
+  it("reads libsql:// as @libsql/client does, and refuses what is not HTTP", () => {
+    expect(httpUrlOf("libsql://db-org.turso.io")).toBe("https://db-org.turso.io/");
+    expect(httpUrlOf("libsql://127.0.0.1:8080?tls=0")).toBe("http://127.0.0.1:8080/");
+    expect(httpUrlOf("http://127.0.0.1:8080/")).toBe("http://127.0.0.1:8080/");
+    expect(httpUrlOf("file:queue.db")).toBeUndefined();
+    expect(httpUrlOf("wss://db-org.turso.io")).toBeUndefined();
+  });
+
+  it("fromClient writes through a libsql:// URL (tls=0: plain HTTP)", async () => {
+    const libsqlUrl = `${url.replace(/^http:/, "libsql:").replace(/\/$/, "")}?tls=0`;
+    await LibsqlTransport.fromClient(client); // the schema
+    // The client points nowhere (a refused port): a write that arrives went through hrana.ts.
+    const nowhere = createClient({ url: "http://127.0.0.1:9" });
+    const t = await LibsqlTransport.fromClient(nowhere, { http: { url: libsqlUrl }, ensureSchema: false });
+    const before = t.writeStats.batches;
+    const seq = await t.publish("hrana-libsql-url", { n: 1 });
+    expect(t.writeStats.batches).toBe(before + 1);
+    expect(
+      (await client.execute({ sql: "SELECT count(*) AS c FROM messages WHERE seq = ?", args: [seq] })).rows[0]?.c,
+    ).toBe(1);
+    await resetDatabase(client); // the shared sqld, as the next file expects it
+  });
+
+  it("fromClient refuses an http option it cannot post to, naming the field", async () => {
+    const err = await LibsqlTransport.fromClient(client, { http: { url: "file:queue.db" } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QueueError);
+    expect(err).toMatchObject({ code: "INVALID_ARGUMENT", field: "options.http.url" });
   });
 });
