@@ -100,7 +100,7 @@ export class LibsqlTransport {
   readonly #ownsClient: boolean;
   /** Set for a local file: writes run in-process (local.ts), without the committer. */
   readonly #localWrites: LocalWrites | undefined;
-  readonly #listeners = new Set<(change: Change) => void>();
+  readonly #listeners = new Set<(change: Change, seq?: number) => void>();
   readonly #subscriptionListeners = new Set<() => void>();
 
   private constructor(client: Client, opts: Resolved, ownsClient: boolean, http?: HttpTarget) {
@@ -196,18 +196,19 @@ export class LibsqlTransport {
   /**
    * Calls `listener` after each write through this transport that may have made a message
    * deliverable (a publish, an ack or nack freeing its group, a redrive, a release), so that a
-   * waiting consumer in this process can claim at once instead of polling. Writes by other
-   * processes are not seen. Returns the function that removes the listener.
+   * waiting consumer in this process can claim at once instead of polling. For an ack, nack or
+   * release, `seq` is the message whose lease it settled. Writes by other processes are not seen.
+   * Returns the function that removes the listener.
    */
-  onChange(listener: (change: Change) => void): () => void {
+  onChange(listener: (change: Change, seq?: number) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
 
-  #changed(change: Change): void {
+  #changed(change: Change, seq?: number): void {
     for (const listener of this.#listeners) {
       try {
-        listener(change);
+        listener(change, seq);
       } catch (e) {
         console.error("onChange listener threw", e);
       }
@@ -334,15 +335,16 @@ export class LibsqlTransport {
 
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
-    await this.#write(sql.ackPlan(leaseRef(lease)), true);
-    this.#changed("ack");
+    const ref = leaseRef(lease);
+    await this.#write(sql.ackPlan(ref), true);
+    this.#changed("ack", ref.seq);
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
   async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
     const ref = leaseRef(lease);
     const result = await this.#write(sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts), true);
-    this.#changed("nack");
+    this.#changed("nack", ref.seq);
     return result;
   }
 
@@ -352,8 +354,9 @@ export class LibsqlTransport {
    * went away before it got it (a long-poll waiter that disconnected).
    */
   async release(lease: Lease | string): Promise<void> {
-    await this.#write(sql.releasePlan(leaseRef(lease)), true);
-    this.#changed("release");
+    const ref = leaseRef(lease);
+    await this.#write(sql.releasePlan(ref), true);
+    this.#changed("release", ref.seq);
   }
 
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */

@@ -82,6 +82,14 @@ export class Pusher {
   readonly #maxConnections: number;
   readonly #fetch: typeof fetch;
   readonly #inFlight = new Map<string, number>();
+  /**
+   * Leases a consumer took with a 202, by message seq: each holds one of its subscription's
+   * `max_in_flight` slots until an ack, nack or release of it goes through this writer, or until the
+   * lease's deadline as delivered (an ack from elsewhere, or an extend, is not seen here).
+   */
+  readonly #held = new Map<number, { sub: string; untilMs: number }>();
+  /** Seqs of deliveries awaiting their answer, and whether their lease was settled meanwhile. */
+  readonly #posting = new Map<number, boolean>();
   readonly #deliveries = new Set<Promise<void>>();
   #subs: Subscription[] = [];
   /** The list must be read again before the next claim or delivery (a put or delete, a wake). */
@@ -105,7 +113,12 @@ export class Pusher {
     this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
     this.#unsubscribe = [
       // With no subscription (and none being read) a write has nobody to push to: nothing to run.
-      queue.onChange(() => {
+      queue.onChange((_change, seq) => {
+        if (seq !== undefined) {
+          this.#held.delete(seq);
+          // A consumer may settle its lease before its 202 reaches us.
+          if (this.#posting.has(seq)) this.#posting.set(seq, true);
+        }
         if (this.#subs.length > 0 || this.#stale || this.#reloading) this.#kick("full");
       }),
       queue.onSubscriptionsChange(() => {
@@ -215,16 +228,33 @@ export class Pusher {
     this.#rotation = (this.#rotation + 1) % Math.max(1, this.#subs.length);
   }
 
-  /** Each subscription with a free slot and how many leases to ask for, in turn (competing consumers). */
+  /**
+   * Each subscription with a free slot and how many leases to ask for, in turn (competing
+   * consumers): its `max_in_flight` less the deliveries awaiting an answer and the leases it holds
+   * after a 202, within its share of the connections (a held lease holds no connection).
+   */
   #asks(): Array<{ sub: Subscription; n: number }> {
     const share = Math.max(1, Math.floor(this.#maxConnections / Math.max(1, this.#subs.length)));
     const subs = [...this.#subs.slice(this.#rotation), ...this.#subs.slice(0, this.#rotation)];
+    const held = this.#heldBySub();
     const asks: Array<{ sub: Subscription; n: number }> = [];
     for (const sub of subs) {
-      const n = Math.min(sub.maxInFlight, share) - (this.#inFlight.get(sub.name) ?? 0);
+      const posting = this.#inFlight.get(sub.name) ?? 0;
+      const n = Math.min(sub.maxInFlight - (held.get(sub.name) ?? 0), share) - posting;
       if (n > 0) asks.push({ sub, n });
     }
     return asks;
+  }
+
+  /** Leases held after a 202, per subscription; those past their deadline are let go. */
+  #heldBySub(): Map<string, number> {
+    const now = Date.now();
+    const counts = new Map<string, number>();
+    for (const [seq, h] of this.#held) {
+      if (h.untilMs <= now) this.#held.delete(seq);
+      else counts.set(h.sub, (counts.get(h.sub) ?? 0) + 1);
+    }
+    return counts;
   }
 
   #deliver(sub: Subscription, lease: Lease): void {
@@ -268,6 +298,7 @@ export class Pusher {
     const body = JSON.stringify(delivery);
     let answer: Response | undefined;
     this.stats.posted++;
+    this.#posting.set(lease.seq, false);
     try {
       answer = await this.#fetch(current.url, {
         method: "POST",
@@ -285,8 +316,11 @@ export class Pusher {
       answer = undefined;
     }
     let settle: Promise<unknown> | undefined;
+    const settledMeanwhile = this.#posting.get(lease.seq) === true;
+    this.#posting.delete(lease.seq);
     if (answer?.status === 202) {
       this.stats.accepted++;
+      if (!settledMeanwhile) this.#held.set(lease.seq, { sub: sub.name, untilMs: lease.expiresAt * 1000 });
     } else if (answer?.ok) {
       this.stats.acked++;
       settle = this.#queue.ack(lease);

@@ -134,6 +134,45 @@ it("a 202 leaves the lease to the consumer, which acks it through the queue", as
   expect(consumer.received[1]?.delivery.event).toBe("next");
 });
 
+it("leases taken with a 202 hold max_in_flight slots until settled through the writer, or until their deadline", async () => {
+  consumer = await startConsumer(() => ({ status: 202 }));
+  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 2, visibility: 2 });
+  for (const g of ["a", "b", "c", "d"]) await t.publish(g, g);
+  pusher = new Pusher(t, { recheckMs: 60_000 });
+  await pusher.wake();
+  await waitFor(async () => pusher?.stats.accepted === 2, { what: "two 202s" });
+  await pusher.settled();
+  // A wake claims nothing more: both slots are held by the consumer.
+  await pusher.wake();
+  expect(consumer.received).toHaveLength(2);
+  // An ack through the writer frees its slot at once: the next message goes.
+  const [first] = consumer.received;
+  await t.ack(first?.delivery.lease_id as string);
+  await waitFor(async () => consumer?.received.length === 3, { what: "a third delivery after the ack" });
+  // The second lease is never settled: its slot frees at its deadline, and the message comes back.
+  await waitFor(
+    async () =>
+      consumer?.received.some(
+        (r) => r.delivery.attempts === 2 && r.delivery.event === consumer?.received[1]?.delivery.event,
+      ) === true,
+    { what: "the unsettled message again, after its 2 s visibility", timeoutMs: 15_000 },
+  );
+});
+
+it("a lease settled before its 202 arrives holds no slot", async () => {
+  consumer = await startConsumer(async (r) => {
+    // The consumer finishes at once and acks through the queue, then answers 202.
+    await t.ack(r.delivery.lease_id);
+    return { status: 202 };
+  });
+  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 60 });
+  for (const g of ["a", "b", "c"]) await t.publish(g, g);
+  pusher = new Pusher(t, { recheckMs: 60_000 });
+  await pusher.wake();
+  await waitFor(async () => consumer?.received.length === 3, { what: "all three, one after the other" });
+  expect(await depth()).toBe(0);
+});
+
 it("a consumer that hangs holds only its own slot: others flow, and its message comes back once the wait is over", async () => {
   let hung = false;
   consumer = await startConsumer((r) => {
