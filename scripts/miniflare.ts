@@ -54,6 +54,7 @@ export async function serveWorker(o: {
   const mf = new Miniflare({
     host: "127.0.0.1",
     port: 0,
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     // One module: the bundle has no other (its dynamic imports serve Node-only paths it never takes).
     modulesRoot: dirname(BUNDLE),
     modules: [{ type: "ESModule", path: BUNDLE }],
@@ -63,7 +64,8 @@ export async function serveWorker(o: {
     ...(o.noWriter ? {} : { durableObjects: { QUEUE_WRITER: "QueueWriter" } }),
     ...(o.persist ? { durableObjectsPersist: o.persist } : {}),
   });
-  const url = (await mf.ready).toString().replace(/\/$/, "");
+  await mf.ready;
+  const url = (await mf.unsafeGetDirectURL()).toString().replace(/\/$/, "");
   return { url, stop: () => mf.dispose() };
 }
 

@@ -6,7 +6,8 @@
  *    caller still getting its own answer and its own error,
  *  - retries what is safe to retry (SQLITE_BUSY, a refused connection; a lost response only for
  *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
- *  - puts a timeout on every request.
+ *  - puts a timeout on every request,
+ *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { QueueError, toQueueError } from "./errors.js";
@@ -21,6 +22,15 @@ export interface CommitterOptions {
   requestTimeoutMs: number;
   /** Budget for a whole call: queueing, every attempt and every backoff. */
   timeoutMs: number;
+  /**
+   * Most ms the next batch waits, once the last one is answered, for the callers it answered that
+   * are expected back (`comesBack`) to send their next writes (0: never). Callers that answer over a
+   * network (the Worker's clients) come back a moment after their answer; without a hold each batch
+   * leaves with whoever queued meanwhile, and closed-loop callers split into two cohorts taking
+   * turns, each batch half full. Capped by the last batch's own duration; after a hold that ends
+   * with fewer than half of them back, holds pause for 1, 2, 4 ... 64 batches.
+   */
+  holdMs?: number;
 }
 
 export interface WriteSpec<T> extends Plan<T> {
@@ -29,6 +39,11 @@ export interface WriteSpec<T> extends Plan<T> {
    * its `resend` plan (when it has one) goes instead.
    */
   idempotent: boolean;
+  /**
+   * Given this write's answer, is its caller expected to send its next write right away (a consumer
+   * that got a lease acks it; one that acked claims again)? Such callers are what a hold waits for.
+   */
+  comesBack?: (answer: T) => boolean;
 }
 
 interface Pending<T> extends WriteSpec<T> {
@@ -52,8 +67,16 @@ export class Committer {
   #scheduled = false;
   readonly #watch = new Watch();
   #closed = false;
+  /** Writes submitted so far, and the callers the last batch answered that are expected back. */
+  #arrivals = 0;
+  #awaited = { since: 0, count: 0 };
+  #queuedStatements = 0;
+  #hold: Hold | undefined;
+  /** Batches to send without a hold (after holds that waited in vain), and the next such pause. */
+  #skipHolds = 0;
+  #nextPause = 1;
   /** Counters for tests and benchmarks. */
-  readonly stats = { batches: 0, writes: 0, statements: 0, retries: 0, busy: 0 };
+  readonly stats = { batches: 0, writes: 0, statements: 0, retries: 0, busy: 0, holds: 0, holdsTimedOut: 0 };
 
   /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
   constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
@@ -82,6 +105,13 @@ export class Committer {
       } as Pending<unknown>;
       const due = this.#watch.add(CALLS, pending.deadline, () => this.#giveUp(pending));
       this.#queue.push(pending);
+      this.#queuedStatements += pending.stmts.length;
+      this.#arrivals++;
+      const hold = this.#hold;
+      if (hold !== undefined) {
+        if (this.#arrivals < hold.until && this.#queuedStatements < this.#opts.maxBatchStatements) return;
+        this.#endHold(true);
+      }
       // Writes submitted in the same tick share a batch even when a slot is free.
       if (!this.#scheduled) {
         this.#scheduled = true;
@@ -95,10 +125,54 @@ export class Committer {
 
   close(): void {
     this.#closed = true;
+    if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
+    this.#hold = undefined;
+    this.#queuedStatements = 0;
     for (const p of this.#queue.splice(0)) p.reject(new QueueError("CLOSED", "the transport is closed"));
   }
 
+  /**
+   * A batch came back and the slot is free: send what queued, or first wait (at most `holdMs`, at
+   * most as long as that batch took) for the callers it answered that are expected back.
+   */
+  #afterBatch(tookMs: number): void {
+    const holdMs = Math.min(this.#opts.holdMs ?? 0, tookMs);
+    const { since, count } = this.#awaited;
+    const until = since + count;
+    let hold = holdMs > 0 && !this.#closed && this.#arrivals < until;
+    if (hold && this.#skipHolds > 0) {
+      this.#skipHolds--;
+      hold = false;
+    }
+    if (!hold) {
+      this.#pump();
+      return;
+    }
+    this.stats.holds++;
+    const from = this.#arrivals;
+    const timer = setTimeout(() => {
+      if (this.#hold?.timer !== timer) return;
+      this.stats.holdsTimedOut++;
+      // Fewer than half of the callers still awaited came back: they are not coming soon.
+      this.#endHold(this.#arrivals - from >= (until - from) / 2);
+      this.#pump();
+    }, holdMs);
+    this.#hold = { until, timer };
+  }
+
+  #endHold(worked: boolean): void {
+    if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
+    this.#hold = undefined;
+    if (worked) {
+      this.#nextPause = 1;
+    } else {
+      this.#skipHolds = this.#nextPause;
+      this.#nextPause = Math.min(64, this.#nextPause * 2);
+    }
+  }
+
   #pump(): void {
+    if (this.#hold !== undefined) return;
     while (this.#inFlight < this.#opts.maxInFlight && this.#queue.length > 0) {
       const batch: Pending<unknown>[] = [];
       let statements = 0;
@@ -109,10 +183,13 @@ export class Committer {
         statements += next.stmts.length;
         this.#queue.shift();
       }
+      this.#queuedStatements -= statements;
       this.#inFlight++;
+      const sentAt = Date.now();
       void this.#run(batch).finally(() => {
         this.#inFlight--;
-        this.#pump();
+        if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
+        else this.#pump();
       });
     }
   }
@@ -162,16 +239,21 @@ export class Committer {
       this.stats.writes += live.length;
       this.stats.statements += results.length;
       let offset = 0;
+      const since = this.#arrivals;
+      let back = 0;
       live.forEach((w, i) => {
         const p = plans[i] as Plan<unknown>;
         const slice = results.slice(offset, offset + p.stmts.length);
         offset += p.stmts.length;
         try {
-          w.resolve(p.read(slice, w.maybeApplied));
+          const answer = p.read(slice, w.maybeApplied);
+          if (w.comesBack?.(answer)) back++;
+          w.resolve(answer);
         } catch (e) {
           w.reject(e);
         }
       });
+      this.#awaited = { since, count: back };
       return;
     }
   }
@@ -237,6 +319,12 @@ function writeAt(plans: Plan<unknown>[], index: number | undefined): number {
     if (index < end) return i;
   }
   return -1;
+}
+
+interface Hold {
+  /** The count of arrivals that ends it. */
+  until: number;
+  timer: ReturnType<typeof setTimeout>;
 }
 
 const CALLS = 0;

@@ -63,3 +63,126 @@ describe.each(["client", "httpWriter"] as const)("sending through %s", (via) => 
     expect(rows).toEqual([1, 3]);
   });
 });
+
+/**
+ * The hold, with a `send` the test answers by hand (what is under test is when batches leave, not
+ * the database): callers that answer over a network come back a moment after their answer.
+ */
+describe("holding the next batch for the callers of the last one (holdMs)", () => {
+  function handSend() {
+    const batches: Array<{ writes: number; answer: () => void }> = [];
+    const send = (stmts: unknown[]) =>
+      new Promise<ResultSet[]>((resolve) => {
+        batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
+      });
+    return { batches, send };
+  }
+  /** A write whose caller comes back with its next one (a consumer's claim that got a lease, an ack). */
+  const one = (comesBack = true) => ({
+    stmts: [{ sql: "SELECT 1", args: [] }],
+    read: () => 1,
+    idempotent: true,
+    comesBack: () => comesBack,
+  });
+  const client = {} as never;
+  /** Lets every pending microtask and timer that is due run. */
+  const settle = () => new Promise((r) => setImmediate(r));
+  const until = async (cond: () => boolean) => {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
+    expect(cond()).toBe(true);
+  };
+  /** Answers the batch after `ms`, so that it "took" that long (the hold is capped by it). */
+  const answerAfter = async (b: { answer: () => void }, ms: number) => {
+    await new Promise((r) => setTimeout(r, ms));
+    b.answer();
+  };
+
+  it("callers that come back one by one ride one batch: nothing leaves until all of them are back", async () => {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
+    const first = [1, 2, 3, 4].map(() => c.submit(one()));
+    await until(() => batches.length === 1);
+    await answerAfter(batches[0] as { answer: () => void }, 50);
+    await Promise.all(first);
+    const second = [c.submit(one()), c.submit(one()), c.submit(one())];
+    await settle();
+    await settle();
+    expect(batches.length, "the batch left before its fourth caller came back").toBe(1);
+    second.push(c.submit(one()));
+    await until(() => batches.length === 2);
+    expect(batches[1]?.writes).toBe(4);
+    expect(c.stats).toMatchObject({ holds: 1, holdsTimedOut: 0 });
+    batches[1]?.answer();
+    expect(await Promise.all(second)).toEqual([1, 1, 1, 1]);
+    c.close();
+  });
+
+  it("without a hold, the first caller back leaves alone and the callers split into turns", async () => {
+    const { batches, send } = handSend();
+    const c = new Committer(client, opts, send);
+    const first = [1, 2, 3, 4].map(() => c.submit(one()));
+    await until(() => batches.length === 1);
+    await answerAfter(batches[0] as { answer: () => void }, 50);
+    await Promise.all(first);
+    void c.submit(one());
+    await until(() => batches.length === 2);
+    expect(batches[1]?.writes).toBe(1);
+    expect(c.stats.holds).toBe(0);
+    c.close();
+  });
+
+  it("waits no longer than the last batch took, sends who came back, then pauses holding", async () => {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
+    const first = [1, 2, 3, 4].map(() => c.submit(one()));
+    await until(() => batches.length === 1);
+    await answerAfter(batches[0] as { answer: () => void }, 30);
+    await Promise.all(first);
+    const t0 = Date.now();
+    const lone = c.submit(one()); // the other three never come back
+    await until(() => batches.length === 2);
+    // Capped by the batch's own duration (30 ms), far below holdMs (1000 ms).
+    expect(Date.now() - t0).toBeLessThan(900);
+    expect(batches[1]?.writes).toBe(1);
+    expect(c.stats).toMatchObject({ holds: 1, holdsTimedOut: 1 });
+    await answerAfter(batches[1] as { answer: () => void }, 30);
+    await lone;
+    // The hold was in vain: the next batch after this one leaves at once.
+    void c.submit(one());
+    void c.submit(one());
+    await until(() => batches.length === 3);
+    expect(c.stats.holds).toBe(1);
+    c.close();
+  });
+
+  it("does not wait for callers not expected back (a poll that found nothing)", async () => {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
+    const first = [1, 2, 3, 4].map(() => c.submit(one(false)));
+    await until(() => batches.length === 1);
+    await answerAfter(batches[0] as { answer: () => void }, 50);
+    await Promise.all(first);
+    void c.submit(one(false));
+    await until(() => batches.length === 2);
+    expect(batches[1]?.writes).toBe(1);
+    expect(c.stats.holds).toBe(0);
+    c.close();
+  });
+
+  it("callers in the same process are back before the slot frees: no batch waits", async () => {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
+    const loops = [1, 2, 3, 4].map(async () => {
+      for (let i = 0; i < 3; i++) await c.submit(one());
+    });
+    for (let b = 0; b < 3; b++) {
+      await until(() => batches.length === b + 1);
+      expect(batches[b]?.writes).toBe(4);
+      // Before the last answer (after which nobody comes back), no hold ever timed out.
+      expect(c.stats.holdsTimedOut).toBe(0);
+      await answerAfter(batches[b] as { answer: () => void }, 5);
+    }
+    await Promise.all(loops);
+    c.close();
+  });
+});
