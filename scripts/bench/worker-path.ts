@@ -1,6 +1,6 @@
 /**
  * The Worker path's own cost: claim+ack cycles per second through Worker → QueueWriter → sqld (the
- * production bundle under Miniflare on its own socket) against the library straight to the same
+ * production bundle under Miniflare on a socket straight to the Worker) against the library straight to the same
  * sqld, slice by slice in alternating turns, at concurrency 1, 8 and 32. "Worker, ack with claim"
  * sends each ack in the next claim's request (`ack: [...]`): one request per message.
  */
@@ -146,7 +146,7 @@ export async function workerPathBench(opts: {
     const text = [
       "### The Worker path: claim+ack cycles/s, Worker → QueueWriter → sqld against the library → sqld",
       "",
-      `Bundle under Miniflare on its own socket, the same sqld, ${rounds} alternating round(s) of ${sliceMs} ms slices.`,
+      `Bundle under Miniflare on a socket straight to the Worker, the same sqld, ${rounds} alternating round(s) of ${sliceMs} ms slices.`,
       "",
       table(
         ["concurrency", "library", "worker (claim, ack)", "worker / library", "worker, ack with claim", "ratio"],
