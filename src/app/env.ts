@@ -22,6 +22,11 @@ export interface Bindings {
    * database's requests included: raise it only for consumers that answer fast. A [var].
    */
   QUEUE_PUSH_CONNECTIONS?: string;
+  /**
+   * Most ms the QueueWriter holds its next write batch for the consumers the last one answered to come
+   * back with their next write (default 4, 0-1000; 0: never). See `holdMs` in the README. A [var].
+   */
+  QUEUE_HOLD_MS?: string;
 }
 
 export interface Config {
@@ -33,6 +38,8 @@ export interface Config {
   recheckMs: number;
   /** QUEUE_PUSH_CONNECTIONS. */
   pushConnections: number;
+  /** QUEUE_HOLD_MS. */
+  holdMs: number;
 }
 
 /** Shortest QUEUE_TOKEN accepted: a guessable token is as good as none. */
@@ -114,6 +121,11 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   if (!(Number.isInteger(pushConnections) && pushConnections >= 1 && pushConnections <= 64)) {
     problems.push(`QUEUE_PUSH_CONNECTIONS must be an integer from 1 to 64, got ${JSON.stringify(connections)}`);
   }
+  const hold = str("QUEUE_HOLD_MS") ?? "4";
+  const holdMs = Number(hold);
+  if (!(Number.isInteger(holdMs) && holdMs >= 0 && holdMs <= 1000)) {
+    problems.push(`QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got ${JSON.stringify(hold)}`);
+  }
   if (problems.length > 0) return { ok: false, error: new ConfigError(problems) };
   return {
     ok: true,
@@ -123,6 +135,7 @@ function parse(env: Record<string, unknown>): ParsedConfig {
       queueToken: queueToken as string,
       recheckMs: Math.round(recheckSeconds * 1000),
       pushConnections,
+      holdMs,
     },
   };
 }

@@ -7,13 +7,6 @@ import { LibsqlTransport } from "../core/transport.js";
 import type { Config } from "./env.js";
 
 /**
- * How long the writer's next batch may wait for the callers of the last one to come back: they answer
- * over HTTP, and return with their next write (an ack, the next claim) a moment later. Measured in
- * BENCHMARKS.md ("What bounds the targets").
- */
-const WRITER_HOLD_MS = 4;
-
-/**
  * One transport per database, kept for the life of its owner (the QueueWriter Durable Object).
  * Every request of a Durable Object may use I/O another one started, so concurrent requests share
  * this transport's write path: their writes ride one batch (group commit), one batch in flight.
@@ -26,7 +19,9 @@ export function sharedTransports(): (config: Config) => Promise<LibsqlTransport>
     if (t === undefined) {
       const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
       const http = { url: config.databaseUrl, authToken: config.databaseAuthToken };
-      t = LibsqlTransport.fromClient(client, { http, holdMs: WRITER_HOLD_MS });
+      // Its callers answer over HTTP and come back with their next write (an ack, the next claim) a
+      // moment later: the next batch waits for them (QUEUE_HOLD_MS; BENCHMARKS.md, "What bounds the targets").
+      t = LibsqlTransport.fromClient(client, { http, holdMs: config.holdMs });
       byUrl.set(config.databaseUrl, t);
       t.catch(() => byUrl.delete(config.databaseUrl));
     }

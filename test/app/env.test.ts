@@ -9,13 +9,24 @@ it("defaults: a re-check every 2 s, 4 push connections", () => {
   expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 2000, pushConnections: 4 });
 });
 
-it("takes QUEUE_RECHECK_SECONDS and QUEUE_PUSH_CONNECTIONS within their bounds, and names them when not", () => {
+it("takes QUEUE_RECHECK_SECONDS, QUEUE_PUSH_CONNECTIONS and QUEUE_HOLD_MS within their bounds, and names them when not", () => {
   const parsed = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "0.5", QUEUE_PUSH_CONNECTIONS: "16" });
   expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 500, pushConnections: 16 });
   for (const bad of ["0", "65", "2.5", "many"]) {
     const p = parseEnv({ ...base, QUEUE_PUSH_CONNECTIONS: bad });
     expect(p.ok).toBe(false);
     expect(!p.ok && p.error.message).toContain(`QUEUE_PUSH_CONNECTIONS must be an integer from 1 to 64, got "${bad}"`);
+  }
+  const byDefault = parseEnv(base);
+  expect(byDefault.ok && byDefault.config.holdMs).toBe(4);
+  const never = parseEnv({ ...base, QUEUE_HOLD_MS: "0" });
+  expect(never.ok && never.config.holdMs).toBe(0);
+  for (const bad of ["-1", "1001", "2.5", "soon"]) {
+    const p = parseEnv({ ...base, QUEUE_HOLD_MS: bad });
+    expect(p.ok).toBe(false);
+    expect(!p.ok && p.error.message).toContain(
+      `QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got "${bad}"`,
+    );
   }
   const slow = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "301" });
   expect(!slow.ok && slow.error.message).toContain(
