@@ -69,6 +69,7 @@ describe.each(["client", "httpWriter"] as const)("sending through %s", (via) => 
  * the database): callers that answer over a network come back a moment after their answer.
  */
 describe("holding the next batch for the callers of the last one (holdMs)", () => {
+  /** A `send` the test answers by hand: each batch it was given, with its number of writes. */
   function handSend() {
     const batches: Array<{ writes: number; answer: () => void }> = [];
     const send = (stmts: unknown[]) =>
@@ -76,6 +77,21 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
         batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
       });
     return { batches, send };
+  }
+  /** Four callers' writes in a first batch, answered after `tookMs`. */
+  async function fourAnswered(holdMs: number | undefined, tookMs: number, comesBack = true) {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, holdMs }, send);
+    /** Answers batch `i` after `ms`, so that it "took" that long (a hold is capped by it). */
+    const answer = async (i: number, ms: number) => {
+      await until(() => batches.length > i);
+      await new Promise((r) => setTimeout(r, ms));
+      batches[i]?.answer();
+    };
+    const first = [1, 2, 3, 4].map(() => c.submit(one(comesBack)));
+    await answer(0, tookMs);
+    await Promise.all(first);
+    return { c, batches, answer };
   }
   /** A write whose caller comes back with its next one (a consumer's claim that got a lease, an ack). */
   const one = (comesBack = true) => ({
@@ -85,25 +101,15 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
     comesBack: () => comesBack,
   });
   const client = {} as never;
-  /** Lets every pending microtask and timer that is due run. */
+  /** Lets every pending microtask and due timer run. */
   const settle = () => new Promise((r) => setImmediate(r));
   const until = async (cond: () => boolean) => {
     for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
     expect(cond()).toBe(true);
   };
-  /** Answers the batch after `ms`, so that it "took" that long (the hold is capped by it). */
-  const answerAfter = async (b: { answer: () => void }, ms: number) => {
-    await new Promise((r) => setTimeout(r, ms));
-    b.answer();
-  };
 
   it("callers that come back one by one ride one batch: nothing leaves until all of them are back", async () => {
-    const { batches, send } = handSend();
-    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
-    const first = [1, 2, 3, 4].map(() => c.submit(one()));
-    await until(() => batches.length === 1);
-    await answerAfter(batches[0] as { answer: () => void }, 50);
-    await Promise.all(first);
+    const { c, batches, answer } = await fourAnswered(1000, 50);
     const second = [c.submit(one()), c.submit(one()), c.submit(one())];
     await settle();
     await settle();
@@ -112,19 +118,23 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
     await until(() => batches.length === 2);
     expect(batches[1]?.writes).toBe(4);
     expect(c.stats).toMatchObject({ holds: 1, holdsTimedOut: 0 });
-    batches[1]?.answer();
+    await answer(1, 0);
     expect(await Promise.all(second)).toEqual([1, 1, 1, 1]);
     c.close();
   });
 
   it("without a hold, the first caller back leaves alone and the callers split into turns", async () => {
-    const { batches, send } = handSend();
-    const c = new Committer(client, opts, send);
-    const first = [1, 2, 3, 4].map(() => c.submit(one()));
-    await until(() => batches.length === 1);
-    await answerAfter(batches[0] as { answer: () => void }, 50);
-    await Promise.all(first);
+    const { c, batches } = await fourAnswered(undefined, 50);
     void c.submit(one());
+    await until(() => batches.length === 2);
+    expect(batches[1]?.writes).toBe(1);
+    expect(c.stats.holds).toBe(0);
+    c.close();
+  });
+
+  it("does not wait for callers not expected back (a poll that found nothing)", async () => {
+    const { c, batches } = await fourAnswered(1000, 50, false);
+    void c.submit(one(false));
     await until(() => batches.length === 2);
     expect(batches[1]?.writes).toBe(1);
     expect(c.stats.holds).toBe(0);
@@ -132,12 +142,7 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
   });
 
   it("waits no longer than the last batch took, sends who came back, then pauses holding", async () => {
-    const { batches, send } = handSend();
-    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
-    const first = [1, 2, 3, 4].map(() => c.submit(one()));
-    await until(() => batches.length === 1);
-    await answerAfter(batches[0] as { answer: () => void }, 30);
-    await Promise.all(first);
+    const { c, batches, answer } = await fourAnswered(1000, 30);
     const t0 = Date.now();
     const lone = c.submit(one()); // the other three never come back
     await until(() => batches.length === 2);
@@ -145,27 +150,13 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
     expect(Date.now() - t0).toBeLessThan(900);
     expect(batches[1]?.writes).toBe(1);
     expect(c.stats).toMatchObject({ holds: 1, holdsTimedOut: 1 });
-    await answerAfter(batches[1] as { answer: () => void }, 30);
+    await answer(1, 30);
     await lone;
     // The hold was in vain: the next batch after this one leaves at once.
     void c.submit(one());
     void c.submit(one());
     await until(() => batches.length === 3);
     expect(c.stats.holds).toBe(1);
-    c.close();
-  });
-
-  it("does not wait for callers not expected back (a poll that found nothing)", async () => {
-    const { batches, send } = handSend();
-    const c = new Committer(client, { ...opts, holdMs: 1000 }, send);
-    const first = [1, 2, 3, 4].map(() => c.submit(one(false)));
-    await until(() => batches.length === 1);
-    await answerAfter(batches[0] as { answer: () => void }, 50);
-    await Promise.all(first);
-    void c.submit(one(false));
-    await until(() => batches.length === 2);
-    expect(batches[1]?.writes).toBe(1);
-    expect(c.stats.holds).toBe(0);
     c.close();
   });
 
@@ -180,7 +171,8 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
       expect(batches[b]?.writes).toBe(4);
       // Before the last answer (after which nobody comes back), no hold ever timed out.
       expect(c.stats.holdsTimedOut).toBe(0);
-      await answerAfter(batches[b] as { answer: () => void }, 5);
+      await new Promise((r) => setTimeout(r, 5));
+      batches[b]?.answer();
     }
     await Promise.all(loops);
     c.close();

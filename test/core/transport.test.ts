@@ -377,3 +377,35 @@ describe("leases are judged by the database's clock", () => {
     honest.close();
   });
 });
+
+describe("holdMs over HTTP: which writes a batch waits for", () => {
+  it("waits after a claim that got a lease, an ack and a nack; not after an empty claim or a publish", async () => {
+    // Every request to sqld takes 10 ms more here, so that a hold (capped by the last batch's
+    // duration) has room to start whatever this machine's speed.
+    const slow = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      await new Promise((r) => setTimeout(r, 10));
+      return fetch(input, init);
+    }) as typeof fetch;
+    const t = await LibsqlTransport.create(inject("sqldUrl"), { holdMs: 1000, fetch: slow });
+    await resetDatabase(t.client);
+    const stats = () => t.writeStats;
+    /** A hold, if one began after the last answer, has ended for want of anyone coming back. */
+    const heldInVain = (n: number) => waitFor(async () => stats().holdsTimedOut === n, { what: `${n} vain holds` });
+    try {
+      expect(await t.claim("w", 30)).toBeNull();
+      await t.publish("g", 1);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(stats().holds, "a hold after an empty claim or a publish").toBe(0);
+      const a = (await t.claim("w", 30)) as Lease;
+      await heldInVain(1); // the consumer took its time: holds now pause for one batch
+      expect(stats().holds).toBe(1);
+      await t.nack(a); // no hold after it: the pause
+      const b = (await t.claim("w", 30)) as Lease; // held for; this consumer comes back at once
+      await t.ack(b);
+      await heldInVain(2); // held for, in vain
+      expect(stats()).toMatchObject({ holds: 3, holdsTimedOut: 2 });
+    } finally {
+      t.close();
+    }
+  });
+});
