@@ -110,6 +110,7 @@ export class LibsqlTransport {
   /** Set for a local file: writes run in-process (local.ts), without the committer. */
   readonly #localWrites: LocalWrites | undefined;
   readonly #listeners = new Set<(change: Change, seq?: number) => void>();
+  readonly #extendListeners = new Set<(leaseId: string, seq: number, expiresAt: number) => void>();
   readonly #subscriptionListeners = new Set<() => void>();
 
   private constructor(client: Client, opts: Resolved, ownsClient: boolean, http?: HttpTarget) {
@@ -212,6 +213,16 @@ export class LibsqlTransport {
   onChange(listener: (change: Change, seq?: number) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener` after each extend through this transport, with the lease's id, its message and
+   * its new expiry (unix seconds): the writer's pusher keeps the push slot a consumer holds after a
+   * 202 for as long as the consumer keeps the lease. Returns the function that removes the listener.
+   */
+  onExtend(listener: (leaseId: string, seq: number, expiresAt: number) => void): () => void {
+    this.#extendListeners.add(listener);
+    return () => this.#extendListeners.delete(listener);
   }
 
   #changed(change: Change, seq?: number): void {
@@ -374,6 +385,13 @@ export class LibsqlTransport {
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
+    for (const listener of this.#extendListeners) {
+      try {
+        listener(`${ref.seq}.${ref.token}`, ref.seq, expiresAt);
+      } catch (e) {
+        console.error("onExtend listener threw", e);
+      }
+    }
     return { ...lease, expiresAt };
   }
 

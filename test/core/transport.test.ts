@@ -201,6 +201,21 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     expect(seen).toHaveLength(4);
   });
 
+  it("onExtend: told after each extend with the lease, its message and its new expiry; not after a refused one", async () => {
+    t = await target.open();
+    await t.publish("g", 1);
+    const seen: Array<[string, number, number]> = [];
+    const off = t.onExtend((...args) => seen.push(args));
+    const a = (await t.claim("w", 30)) as Lease;
+    const moved = await t.extend(a, 120);
+    expect(seen).toEqual([[a.id, a.seq, moved.expiresAt]]);
+    expect(moved.expiresAt).toBeGreaterThan(a.expiresAt);
+    await t.ack(a);
+    await expect(t.extend(a, 60)).rejects.toThrow(QueueError);
+    expect(seen).toHaveLength(1);
+    off();
+  });
+
   it("release gives a lease back as undelivered: claimable at once, its attempt not counted, fenced", async () => {
     t = await target.open();
     await t.publish("g", "first");

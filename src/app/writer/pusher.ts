@@ -85,9 +85,9 @@ export class Pusher {
   /**
    * Leases a consumer took with a 202, by message seq: each holds one of its subscription's
    * `max_in_flight` slots until an ack, nack or release of it goes through this writer, or until the
-   * lease's deadline as delivered (an ack from elsewhere, or an extend, is not seen here).
+   * lease's deadline, moved by each extend through this writer (an ack from elsewhere is not seen here).
    */
-  readonly #held = new Map<number, { sub: string; untilMs: number }>();
+  readonly #held = new Map<number, { sub: string; untilMs: number; leaseId: string }>();
   /** Seqs of deliveries awaiting their answer, and whether their lease was settled meanwhile. */
   readonly #posting = new Map<number, boolean>();
   readonly #deliveries = new Set<Promise<void>>();
@@ -120,6 +120,11 @@ export class Pusher {
           if (this.#posting.has(seq)) this.#posting.set(seq, true);
         }
         if (this.#subs.length > 0 || this.#stale || this.#reloading) this.#kick("full");
+      }),
+      // A consumer that took a lease with a 202 and extends it keeps its slot as long as the lease.
+      queue.onExtend((leaseId, seq, expiresAt) => {
+        const held = this.#held.get(seq);
+        if (held?.leaseId === leaseId) held.untilMs = expiresAt * 1000;
       }),
       queue.onSubscriptionsChange(() => {
         this.#stale = true;
@@ -320,7 +325,9 @@ export class Pusher {
     this.#posting.delete(lease.seq);
     if (answer?.status === 202) {
       this.stats.accepted++;
-      if (!settledMeanwhile) this.#held.set(lease.seq, { sub: sub.name, untilMs: lease.expiresAt * 1000 });
+      if (!settledMeanwhile) {
+        this.#held.set(lease.seq, { sub: sub.name, untilMs: lease.expiresAt * 1000, leaseId: lease.id });
+      }
     } else if (answer?.ok) {
       this.stats.acked++;
       settle = this.#queue.ack(lease);

@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { Pusher, retryDelay } from "../../../src/app/writer/pusher.js";
 import { verifySignature } from "../../../src/client/signature.js";
-import { LibsqlTransport } from "../../../src/index.js";
+import { type Lease, LibsqlTransport } from "../../../src/index.js";
 import { type Answer, type Consumer, startConsumer } from "../../support/consumer.js";
 import { resetDatabase } from "../../support/db.js";
 import { waitFor } from "../../support/wait.js";
@@ -157,6 +157,27 @@ it("leases taken with a 202 hold max_in_flight slots until settled through the w
       ) === true,
     { what: "the unsettled message again, after its 2 s visibility", timeoutMs: 15_000 },
   );
+});
+
+it("a lease taken with a 202 and extended through the writer keeps its slot past its first deadline", async () => {
+  consumer = await startConsumer(() => ({ status: 202 }));
+  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 1 });
+  for (const g of ["a", "b"]) await t.publish(g, g);
+  pusher = new Pusher(t, { recheckMs: 60_000 });
+  await pusher.wake();
+  await waitFor(async () => pusher?.stats.accepted === 1, { what: "the 202" });
+  await pusher.settled();
+  const first = consumer.received[0]?.delivery;
+  const lease = { id: first?.lease_id as string, seq: first?.seq as number } as Lease;
+  await t.extend(lease, 10);
+  // Past the deadline the lease was delivered with, the consumer still holds it: "b" must wait.
+  await new Promise((r) => setTimeout(r, 1500));
+  await pusher.wake();
+  await pusher.settled();
+  expect(consumer.received.map((r) => r.delivery.event)).toEqual(["a"]);
+  await t.ack(lease);
+  await waitFor(async () => consumer?.received.length === 2, { what: "b, once the slot is free" });
+  expect(consumer.received[1]?.delivery.event).toBe("b");
 });
 
 it("a lease settled before its 202 arrives holds no slot", async () => {
