@@ -226,13 +226,7 @@ export class LibsqlTransport {
   }
 
   #changed(change: Change, seq?: number): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(change, seq);
-      } catch (e) {
-        console.error("onChange listener threw", e);
-      }
-    }
+    tell(this.#listeners, "onChange", change, seq);
   }
 
   /** Counters of the write path: batches sent, writes and statements carried, retries, BUSY answers. */
@@ -385,13 +379,7 @@ export class LibsqlTransport {
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
-    for (const listener of this.#extendListeners) {
-      try {
-        listener(`${ref.seq}.${ref.token}`, ref.seq, expiresAt);
-      } catch (e) {
-        console.error("onExtend listener threw", e);
-      }
-    }
+    tell(this.#extendListeners, "onExtend", `${ref.seq}.${ref.token}`, ref.seq, expiresAt);
     return { ...lease, expiresAt };
   }
 
@@ -472,13 +460,7 @@ export class LibsqlTransport {
   }
 
   #subscriptionsChanged(): void {
-    for (const listener of this.#subscriptionListeners) {
-      try {
-        listener();
-      } catch (e) {
-        console.error("onSubscriptionsChange listener threw", e);
-      }
-    }
+    tell(this.#subscriptionListeners, "onSubscriptionsChange");
   }
 
   /** Pulls the primary's latest frames into an embedded replica (no-op otherwise). */
@@ -575,6 +557,17 @@ function resolveOptions(o: TransportOptions): typeof DEFAULTS {
         ? DEFAULTS.idempotencyWindow
         : checkPositiveSeconds("options.idempotencyWindow", o.idempotencyWindow, 30 * 86_400),
   };
+}
+
+/** Calls each listener; one that throws is logged and does not stop the others or the write. */
+function tell<A extends unknown[]>(listeners: Set<(...args: A) => void>, name: string, ...args: A): void {
+  for (const listener of listeners) {
+    try {
+      listener(...args);
+    } catch (e) {
+      console.error(`${name} listener threw`, e);
+    }
+  }
 }
 
 /** A consumer that acked or nacked claims its next message. */
