@@ -109,6 +109,9 @@ export interface LeaseRef {
 const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
 
 /** Parses a lease or lease id; refuses anything that is not one of ours. */
+/** A lease's id: its message and its token (what parseLeaseId reads back). */
+export const leaseIdOf = (ref: LeaseRef): string => `${ref.seq}.${ref.token}`;
+
 export function parseLeaseId(id: unknown): LeaseRef | undefined {
   const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
   return m ? { seq: Number(m[1]), token: m[2] as string } : undefined;
@@ -471,7 +474,7 @@ ON CONFLICT (seq) DO NOTHING`,
 function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
   const seq = Number(row.seq);
   return {
-    id: `${seq}.${token}`,
+    id: leaseIdOf({ seq, token }),
     seq,
     groupId: String(row.group_id),
     event: JSON.parse(String(row.event)) as E,

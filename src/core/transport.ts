@@ -379,7 +379,7 @@ export class LibsqlTransport {
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
-    tell(this.#extendListeners, "onExtend", `${ref.seq}.${ref.token}`, ref.seq, expiresAt);
+    tell(this.#extendListeners, "onExtend", sql.leaseIdOf(ref), ref.seq, expiresAt);
     return { ...lease, expiresAt };
   }
 
