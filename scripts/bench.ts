@@ -18,7 +18,7 @@ import { fileCases } from "./bench/file.js";
 import { httpCases } from "./bench/http.js";
 import { acc, percentile, progress } from "./bench/lib.js";
 import { machine, report } from "./bench/report.js";
-import { startSqld } from "./sqld.js";
+import { startSqld } from "./support/sqld.js";
 
 // ---------------------------------------------------------------------------------------------
 

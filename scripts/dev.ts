@@ -12,7 +12,7 @@ import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { LibsqlTransport } from "../src/core/transport.js";
-import { startSqld } from "./sqld.js";
+import { startSqld } from "./support/sqld.js";
 
 /** Local only (the Worker listens on 127.0.0.1): a fixed token keeps the README's curl session exact. */
 export const DEV_TOKEN = "dev-queue-token-change-me";

@@ -8,8 +8,8 @@
  * (to watch a retry come back with attempts + 1 after its backoff).
  */
 import { createServer } from "node:http";
-import type { PushDelivery } from "../src/app/writer/pusher.js";
 import { createClient, verifySignature } from "../src/client/index.js";
+import type { PushDelivery } from "../src/contract/types.js";
 
 const url = process.env.QUEUE_URL ?? "http://127.0.0.1:8787";
 const token = process.env.QUEUE_TOKEN ?? "dev-queue-token-change-me";

@@ -5,7 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startSqld } from "./sqld.js";
+import { startSqld } from "./support/sqld.js";
 
 const { values } = parseArgs({
   options: { port: { type: "string", default: "8080" }, data: { type: "string", default: join(".data", "sqld") } },

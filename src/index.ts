@@ -1,3 +1,4 @@
+/** `turso-queue`: the library (LibsqlTransport), consume(), the error class and the shapes they use. */
 export type {
   ConsumeErrorContext,
   ConsumeOptions,
@@ -8,15 +9,13 @@ export type {
   HandlerContext,
 } from "./client/consume.js";
 export { consume } from "./client/consume.js";
-export { SIGNATURE_HEADER, signPayload, verifySignature } from "./client/signature.js";
+export { SIGNATURE_HEADER, signPayload, verifySignature } from "./contract/signature.js";
+export type { PushDelivery } from "./contract/types.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
+export type { ClientOptions, TransportOptions } from "./core/transport.js";
+export { LibsqlTransport } from "./core/transport.js";
 export type {
-  Subscription as PushSubscription,
-  SubscriptionInput as PushSubscriptionInput,
-} from "./core/subscriptions.js";
-export type {
-  Change,
   DeadLetter,
   GroupInfo,
   Lease,
@@ -24,7 +23,7 @@ export type {
   PublishInput,
   PublishOptions,
   QueueStats,
-  TransportOptions,
-} from "./core/transport.js";
-export { LibsqlTransport, leaseRef, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH } from "./core/transport.js";
-export { MAX_PRIORITY, MIN_PRIORITY } from "./core/validate.js";
+  Subscription,
+  SubscriptionInput,
+} from "./core/types.js";
+export { MAX_CLAIM_BATCH, MAX_PRIORITY, MAX_PUBLISH_BATCH, MIN_PRIORITY } from "./rules.js";

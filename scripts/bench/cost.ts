@@ -3,8 +3,10 @@
  * counters (the ones Turso bills by) around each case. Row counts are deterministic, so the test
  * suite asserts them (test/core/cost.test.ts) and `npm run bench` prints them with prices.
  */
+
+import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, type TransportOptions } from "../../src/index.js";
-import { billed, type Sqld, startSqld } from "../sqld.js";
+import { billed, type Sqld, startSqld } from "../support/sqld.js";
 
 /** Turso's list prices past the plan's allowance (turso.tech/pricing): $1 per million rows written, $1 per billion read. */
 export const TURSO_PER_ROW_WRITTEN = 1 / 1e6;
@@ -44,12 +46,12 @@ export async function measure(sqld: Sqld, units: number, fn: () => Promise<unkno
 }
 
 async function exec(t: LibsqlTransport, sql: string): Promise<void> {
-  await t.client.execute(sql);
+  await clientOf(t).execute(sql);
 }
 
 /** Empties the queue (not measured). */
 export async function reset(t: LibsqlTransport): Promise<void> {
-  await t.client.batch(
+  await clientOf(t).batch(
     [
       "DELETE FROM messages",
       "DELETE FROM groups",

@@ -4,32 +4,19 @@
  * a backlog drained by push and by pull consumers, and what idle consumers cost in database
  * requests per minute.
  */
-import { startProxy } from "../../test/support/proxy.js";
-import { serveWorker } from "../miniflare.js";
-import { startSqld } from "../sqld.js";
+
+import { serveWorker } from "../support/miniflare.js";
+import { startProxy } from "../support/proxy.js";
+import { startSqld } from "../support/sqld.js";
+import { type Api, apiOf } from "./api.js";
 import { TOKEN } from "./config.js";
 import { fmt, percentile, progress, sleep, table } from "./lib.js";
 import { idleSubscription, pullDrain, pushDrain, pushLatency } from "./push.js";
 
-/** Text only a claim statement carries (src/core/sql.ts). */
+/** Text only a claim statement carries (src/core/sql/claim.ts). */
 const CLAIM = "tq_claimed_at AS stamp";
 /** The latency case's long poll, in seconds. */
 const WAIT = 5;
-
-export type Api = (path: string, body: unknown, signal?: AbortSignal) => Promise<{ status: number; body: unknown }>;
-
-export function apiOf(url: string): Api {
-  return async (path, body, signal) => {
-    const res = await fetch(`${url}${path}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-      signal,
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : undefined };
-  };
-}
 
 interface Lease {
   lease_id: string;

@@ -1,7 +1,7 @@
 /** Claim latency against the depth of the queue: one sqld per level, sampled in interleaved turns. */
 import { createClient } from "@libsql/client";
 import { LibsqlTransport } from "../../src/index.js";
-import { type Sqld, startSqld } from "../sqld.js";
+import { type Sqld, startSqld } from "../support/sqld.js";
 import { CFG, DEPTH_GROUPS, EXTRA, VIS } from "./config.js";
 import { resetOurs, seedGroups, seedMessages } from "./http.js";
 import { fmt, progress, record, timeoutFetch } from "./lib.js";

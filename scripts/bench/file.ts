@@ -5,6 +5,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { CFG, EXTRA, GROUPS, PAD, ROOT, VIS } from "./config.js";
 import { one, refillOurs } from "./http.js";
@@ -72,8 +73,8 @@ export async function fileCases(): Promise<void> {
         for (const c of name === "ours" ? [1, 8] : [1]) {
           const t = await LibsqlTransport.create(fresh(), { ...EXTRA });
           // plainjob runs with synchronous=NORMAL (no fsync per commit); this row shows ours the same way.
-          if (sync) await t.client.execute(`PRAGMA synchronous=${sync}`);
-          await refillOurs(t.client, CFG.seed);
+          if (sync) await clientOf(t).execute(`PRAGMA synchronous=${sync}`);
+          await refillOurs(clientOf(t), CFG.seed);
           record(
             `file.${name}.c${c}`,
             await runLoops({
@@ -89,7 +90,7 @@ export async function fileCases(): Promise<void> {
             }),
           );
           if (c === 1) {
-            await refillOurs(t.client, 0);
+            await refillOurs(clientOf(t), 0);
             let n = 0;
             record(
               `file.${name}.publish.single`,
@@ -117,7 +118,7 @@ export async function fileCases(): Promise<void> {
                   ).length,
               }),
             );
-            await refillOurs(t.client, CFG.seed);
+            await refillOurs(clientOf(t), CFG.seed);
             record(
               `file.${name}.claimMany.n32`,
               await runLoops({
@@ -203,9 +204,9 @@ async function walFrames(dir: string, withPlainjob: boolean): Promise<void> {
   const size = (p: string) => statSync(`${p}-wal`).size / (4096 + 24);
   const ours = join(dir, "frames-ours.db");
   const t = await LibsqlTransport.create(`file:${ours}`, { synchronous: "normal" });
-  await refillOurs(t.client, n * 2);
-  await t.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
-  await t.client.execute("PRAGMA wal_autocheckpoint = 0");
+  await refillOurs(clientOf(t), n * 2);
+  await clientOf(t).execute("PRAGMA wal_checkpoint(TRUNCATE)");
+  await clientOf(t).execute("PRAGMA wal_autocheckpoint = 0");
   const f0 = size(ours);
   for (let i = 0; i < n; i++) {
     const l = await t.claim("w", VIS);

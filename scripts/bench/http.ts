@@ -3,8 +3,9 @@
  * spec's claim on a held session ("naive"), publishes and batch claims.
  */
 import { type Client, createClient } from "@libsql/client";
+import { clientOf, writeStatsOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { type Sqld, startSqld } from "../sqld.js";
+import { type Sqld, startSqld } from "../support/sqld.js";
 import { BATCH_N, CFG, CONCURRENCY, EXTRA, GROUPS, PAD, VIS } from "./config.js";
 import { progress, record, runLoops, sleep, timeoutFetch } from "./lib.js";
 
@@ -169,7 +170,7 @@ const FLOOR_SCHEMA = [
 export async function httpCases(sqld: Sqld): Promise<void> {
   const t = await LibsqlTransport.create(sqld.url, { ...EXTRA });
   const tNoDL = await LibsqlTransport.create(sqld.url, { ...EXTRA, maxAttempts: Number.POSITIVE_INFINITY });
-  await refillOurs(t.client, CFG.seed);
+  await refillOurs(clientOf(t), CFG.seed);
   const naiveStats = { busy: 0 };
   const ms = CFG.sliceMs;
   for (let round = 1; round <= CFG.rounds; round++) {
@@ -188,8 +189,8 @@ export async function httpCases(sqld: Sqld): Promise<void> {
       );
       record(`http.floor.c${c}`, floor);
 
-      const left = await topUp(t.client, "messages", "groups");
-      const s0 = { ...t.writeStats };
+      const left = await topUp(clientOf(t), "messages", "groups");
+      const s0 = { ...writeStatsOf(t) };
       const ours = await runLoops({
         concurrency: c,
         ms,
@@ -202,10 +203,10 @@ export async function httpCases(sqld: Sqld): Promise<void> {
         },
       });
       record(`http.ours.c${c}`, ours, {
-        batches: t.writeStats.batches - s0.batches,
-        writes: t.writeStats.writes - s0.writes,
-        busy: t.writeStats.busy - s0.busy,
-        retries: t.writeStats.retries - s0.retries,
+        batches: writeStatsOf(t).batches - s0.batches,
+        writes: writeStatsOf(t).writes - s0.writes,
+        busy: writeStatsOf(t).busy - s0.busy,
+        retries: writeStatsOf(t).retries - s0.retries,
       });
 
       const b0 = naiveStats.busy;
@@ -258,12 +259,12 @@ export async function httpCases(sqld: Sqld): Promise<void> {
     // batch claim: one worker, claimMany(n) then its acks (coalesced into one batch by the committer).
     // "noDL": the same with maxAttempts=Infinity, whose claim has no dead-letter statements (3 per claim,
     // not 5): it shows how much of the batch's cost is per statement.
-    await refillOurs(t.client, CFG.seed);
+    await refillOurs(clientOf(t), CFG.seed);
     for (const [k, tr, key] of BATCH_N.flatMap((k) => [
       [k, t, `http.claimMany.n${k}`],
       [k, tNoDL, `http.claimMany.noDL.n${k}`],
     ]) as [number, LibsqlTransport, string][]) {
-      const left = await topUp(t.client, "messages", "groups");
+      const left = await topUp(clientOf(t), "messages", "groups");
       record(
         key,
         await runLoops({
@@ -278,7 +279,7 @@ export async function httpCases(sqld: Sqld): Promise<void> {
         }),
       );
     }
-    await refillOurs(t.client, CFG.seed);
+    await refillOurs(clientOf(t), CFG.seed);
   }
   tNoDL.close();
   t.close();

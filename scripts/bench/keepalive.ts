@@ -5,8 +5,9 @@
  * claim+ack cycles/s at concurrency 8.
  */
 import { pathToFileURL } from "node:url";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { startSqld } from "../sqld.js";
+import { startSqld } from "../support/sqld.js";
 import { fmt, percentile, progress, runLoops, table } from "./lib.js";
 
 export async function keepAliveBench({ quick = false }: { quick?: boolean } = {}): Promise<void> {
@@ -34,7 +35,7 @@ export async function keepAliveBench({ quick = false }: { quick?: boolean } = {}
       for (const [name, t] of order) {
         for (let i = 0; i < cfg.samples; i++) {
           const t0 = performance.now();
-          await t.client.execute("SELECT 1");
+          await clientOf(t).execute("SELECT 1");
           push(`${name}.read`, performance.now() - t0);
         }
         for (let i = 0; i < cfg.samples; i++) {

@@ -1,6 +1,6 @@
 /**
  * What a user would pick instead on a server: pg-boss 12 (`fetch` + `complete`) on a throwaway
- * PostgreSQL 15 (fsync on, scripts/postgres.ts) against ours over a local sqld, side by side in one
+ * PostgreSQL 15 (fsync on, scripts/support/postgres.ts) against ours over a local sqld, side by side in one
  * run, slice by slice in alternating order, at concurrency 1, 8 and 32:
  *   - claim+ack loops (ours: claim + ack; pg-boss: fetch + complete, one job at a time);
  *   - consume() (ours) against the same pg-boss fetch+complete loops;
@@ -18,9 +18,10 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { PgBoss } from "pg-boss";
+import { writeStatsOf } from "../../src/core/internals.js";
 import { consume, LibsqlTransport } from "../../src/index.js";
-import { startPostgres } from "../postgres.js";
-import { startSqld } from "../sqld.js";
+import { startPostgres } from "../support/postgres.js";
+import { startSqld } from "../support/sqld.js";
 import { fmt, progress, type RunResult, runLoops, table } from "./lib.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -101,13 +102,13 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
     };
     /** Runs `f` on our transport and records it with the write path's counters for the slice. */
     const oursSlice = async (key: string, f: () => Promise<RunResult>, drains: boolean) => {
-      const s0 = { ...ours.writeStats };
+      const s0 = { ...writeStatsOf(ours) };
       const r = await f();
       if (drains) left.ours -= r.units;
       record(key, r, {
-        batches: ours.writeStats.batches - s0.batches,
-        writes: ours.writeStats.writes - s0.writes,
-        statements: ours.writeStats.statements - s0.statements,
+        batches: writeStatsOf(ours).batches - s0.batches,
+        writes: writeStatsOf(ours).writes - s0.writes,
+        statements: writeStatsOf(ours).statements - s0.statements,
       });
     };
 

@@ -3,9 +3,9 @@
  * Worker and sqld as the delivery bench (scripts/bench/delivery.ts): publish→delivery latency, a
  * backlog drained by push vs by pull consumers, and what an idle subscription costs.
  */
-import { type Consumer, startConsumer } from "../../test/support/consumer.js";
+import { type Consumer, startConsumer } from "../support/consumer.js";
+import type { Api } from "./api.js";
 import { TOKEN } from "./config.js";
-import type { Api } from "./delivery.js";
 import { sleep } from "./lib.js";
 
 async function call(url: string, method: string, path: string, body?: unknown): Promise<unknown> {

@@ -2,7 +2,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
-import { SQLD_BIN } from "../sqld.js";
+import { SQLD_BIN } from "../support/sqld.js";
 import { BATCH_N, CFG, CONCURRENCY, DEPTH_GROUPS, NO_DEPTH, NO_FILE, QUICK } from "./config.js";
 import { frames } from "./file.js";
 import { acc, fmt, percentile, rate, table } from "./lib.js";

@@ -8,8 +8,8 @@ import { execSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { nodeFetch } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { serveWorker } from "../miniflare.js";
-import { startSqld } from "../sqld.js";
+import { serveWorker } from "../support/miniflare.js";
+import { startSqld } from "../support/sqld.js";
 import { TOKEN } from "./config.js";
 import { fmt, progress, runLoops, table } from "./lib.js";
 

@@ -6,10 +6,10 @@
  */
 import { type Context, Hono } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
-import type { LibsqlTransport } from "../core/transport.js";
+import { pause } from "../core/backoff.js";
 import { requireBearer, trustForwarded } from "./auth.js";
 import { readBodyBytes } from "./body.js";
-import type { ClaimContext } from "./claiming.js";
+import type { AppEnv, TransportFactory } from "./context.js";
 import type { Bindings, Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
@@ -23,24 +23,9 @@ import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
 import { type Outcome, unwrap, type WriterPort } from "./writer/port.js";
 
+export type { AppEnv, TransportFactory } from "./context.js";
 export { API_ROUTES } from "./routes/index.js";
 export { PAGE_ROUTES } from "./routes/pages.js";
-
-/** Returns the transport for a configuration; expected to build it once and cache it. */
-export type TransportFactory = (config: Config) => Promise<LibsqlTransport>;
-
-export interface AppEnv {
-  Bindings: Bindings;
-  Variables: {
-    config: Config;
-    /** The transport, fetched only once the input has been validated. */
-    queue: () => Promise<LibsqlTransport>;
-    /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */
-    idle: (ms: number, signal?: AbortSignal) => Promise<void>;
-    /** How a claim's `wait` is served (AppOptions.waits). */
-    waits: ClaimContext["waits"];
-  };
-}
 
 export interface AppOptions {
   /**
@@ -126,20 +111,6 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", deadLetters);
   app.route("/", subscriptions);
   return app;
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }
 
 /** Sends a request on to whatever serves the API (the QueueWriter Durable Object) and returns its answer. */

@@ -1,6 +1,6 @@
 /** Bearer authentication for `/v1`: constant-time comparison against QUEUE_TOKEN; never open. */
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "./app.js";
+import type { AppEnv } from "./context.js";
 import { parseEnv } from "./env.js";
 import { HttpError } from "./errors.js";
 

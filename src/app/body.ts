@@ -3,10 +3,8 @@
  * actually read), UTF-8, parsed once. Everything here runs before the library is called, so a
  * refused body stores nothing.
  */
+import { MAX_BODY_BYTES } from "../rules.js";
 import { badRequest, HttpError } from "./errors.js";
-
-/** Largest request body accepted, in bytes (1 MiB). Larger bodies get 413. */
-export const MAX_BODY_BYTES = 1_048_576;
 
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json$/i;
 

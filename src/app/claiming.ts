@@ -3,8 +3,11 @@
  * long poll (through the QueueWriter's dispatcher, or by polling where there is none). No Hono.
  */
 import type { AckOutcome } from "../contract/types.js";
+import { type Backoff, pollUntil } from "../core/backoff.js";
 import { toQueueError } from "../core/errors.js";
-import type { Lease, LibsqlTransport } from "../core/transport.js";
+import type { LibsqlTransport } from "../core/transport.js";
+import type { Lease } from "../core/types.js";
+import { IDLE_POLL } from "../rules.js";
 import { dispatcherFor } from "./writer/dispatcher.js";
 
 export interface ClaimInput {
@@ -28,8 +31,8 @@ export interface ClaimContext {
   signal?: AbortSignal | undefined;
 }
 
-/** Polling without the writer: the first pause, doubling up to the last. */
-export const POLL_MS = { first: 100, max: 1_000 };
+/** Polling without the writer: the project's idle poll, 50 ms doubling to 1 s. */
+const POLL: Backoff = { initial: IDLE_POLL.minMs, max: IDLE_POLL.maxMs };
 
 export async function claimWithAcks(
   input: ClaimInput,
@@ -55,7 +58,8 @@ function ackOutcome(queue: LibsqlTransport, id: string): Promise<AckOutcome> {
 }
 
 async function claim(queue: LibsqlTransport, input: ClaimInput, ctx: ClaimContext): Promise<Lease[]> {
-  const once = () => queue.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
+  let q = queue;
+  const once = () => q.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
   if (input.wait === 0) return once();
   const waitMs = input.wait * 1000;
   if (ctx.waits.mode === "dispatch") {
@@ -69,20 +73,20 @@ async function claim(queue: LibsqlTransport, input: ClaimInput, ctx: ClaimContex
     });
   }
   // No writer to tell us: claim, and claim again after growing pauses (each empty claim is a write
-  // batch the database bills; the README says so).
-  const deadline = Date.now() + waitMs;
-  let q = queue;
-  for (let pause = POLL_MS.first; ; pause = Math.min(pause * 2, POLL_MS.max)) {
-    const got = await q.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
-    if (ctx.signal?.aborted) {
-      await Promise.all(got.map((l) => q.release(l)));
-      return [];
-    }
-    if (got.length > 0) return got;
-    const left = deadline - Date.now();
-    if (left <= 0) return [];
-    await ctx.idle(Math.min(pause, left), ctx.signal);
-    if (ctx.signal?.aborted) return [];
-    q = await ctx.queue();
+  // batch the database bills; the README says so). Between claims the database is let go.
+  const got = await pollUntil(once, (leases) => leases.length > 0, {
+    deadline: Date.now() + waitMs,
+    pauses: POLL,
+    signal: ctx.signal,
+    wait: async (ms) => {
+      await ctx.idle(ms, ctx.signal);
+      if (!ctx.signal?.aborted) q = await ctx.queue();
+    },
+  });
+  // The client left while its claim was under way: what it got goes back at once.
+  if (ctx.signal?.aborted) {
+    await Promise.all(got.map((l) => q.release(l)));
+    return [];
   }
+  return got;
 }

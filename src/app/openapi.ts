@@ -4,8 +4,9 @@
  */
 import { type ConversionConfig, type JsonSchema, toJsonSchema } from "@valibot/to-json-schema";
 import type * as v from "valibot";
-import { ERRORS, ErrorAnswer, type ErrorCode } from "../contract/schemas.js";
-import { MAX_BODY_BYTES } from "./body.js";
+import { ERRORS, ErrorAnswer, type ErrorCode, PushDelivery } from "../contract/schemas.js";
+import { SIGNATURE_HEADER } from "../contract/signature.js";
+import { MAX_BODY_BYTES } from "../rules.js";
 import type { RouteSpec } from "./route.js";
 
 type Json = Record<string, unknown>;
@@ -193,13 +194,68 @@ const TAGS = [
   { name: "Service", description: "Health, this document, the docs page and the dashboard (no auth)." },
 ];
 
-export function openApiDocument(routes: readonly RouteSpec[], version: string): Json {
+/**
+ * The push delivery: not a route of ours but a request we send to each subscription's URL, so it is
+ * a webhook (OpenAPI 3.1), with the answers that settle it.
+ */
+function pushWebhook(): Json {
+  return {
+    post: {
+      operationId: "pushDelivery",
+      tags: ["Push"],
+      summary: "A message pushed to a subscription's URL",
+      description:
+        'The queue POSTs each deliverable message to the subscription\'s `url`, signed: verify `Turso-Queue-Signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256(signing_secret, "<t>.<raw body>")>`) on the raw bytes before parsing (`verifySignature` in `turso-queue/client`). Exclusivity and FIFO per group hold as for pull claims.',
+      parameters: [
+        {
+          name: SIGNATURE_HEADER,
+          in: "header",
+          required: true,
+          description: '`t=<unix seconds>,v1=<hex HMAC-SHA256(signing_secret, "<t>.<raw body>")>`.',
+          schema: { type: "string" },
+        },
+      ],
+      requestBody: {
+        required: true,
+        content: {
+          "application/json": {
+            schema: schemaOf(PushDelivery, ANSWER),
+            example: {
+              lease_id: "1.e60920e7c2e2f9e880bfec5577612017",
+              seq: 1,
+              group_id: "orders",
+              event: { order: 1001, action: "charge" },
+              expires_at: 1796230564.197,
+              attempts: 1,
+              subscription: "billing",
+            },
+          },
+        },
+      },
+      responses: {
+        "200": { description: "Any 2xx but 202: done, the message is acked." },
+        "202": {
+          description:
+            "Yours: ack, nack, extend or release `lease_id` through the API before `expires_at`, or it comes back.",
+        },
+        default: {
+          description:
+            "Any other status, a network error or no answer within 90% of the lease: retried after 1 s doubling per attempt (at most 10 min), or after the answer's `Retry-After` (up to a day); past the queue's attempts it moves to the dead letters.",
+        },
+      },
+    },
+  };
+}
+
+export function openApiDocument(routes: readonly RouteSpec[], version: string, base = ""): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     paths[route.path] = { ...(paths[route.path] ?? {}), [route.method]: operation(route) };
   }
   return {
     openapi: "3.1.0",
+    // Relative to the document: the app's paths start where it is mounted.
+    servers: [{ url: base === "" ? "/" : base }],
     info: {
       title: "turso-queue",
       version,
@@ -212,6 +268,7 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string): 
     },
     tags: TAGS,
     paths,
+    webhooks: { pushDelivery: pushWebhook() },
     components: {
       securitySchemes: {
         bearer: {

@@ -7,7 +7,7 @@
  *
  * To add a route: declare it with `defineRoute({...})` next to its handler in src/app/routes/, call
  * `handle(app, route, handler)`, and list it in `API_ROUTES` (src/app/app.ts). The test in
- * test/worker/openapi.test.ts fails if the app answers a route the document does not describe.
+ * test/app/openapi.test.ts fails if the app answers a route the document does not describe.
  *
  * Why not Hono's `validator()`: it decodes path and query values leniently (`a%ZZb` stays `a%ZZb`) and
  * reads the body with `c.req.json()`; the API refuses malformed percent-encoding and reads bodies
@@ -16,8 +16,8 @@
 import type { Handler, Hono, MiddlewareHandler } from "hono";
 import * as v from "valibot";
 import type { ErrorCode } from "../contract/schemas.js";
-import type { AppEnv } from "./app.js";
 import { readJsonObject } from "./body.js";
+import type { AppEnv } from "./context.js";
 import { badRequest } from "./errors.js";
 
 type Schema = v.GenericSchema;

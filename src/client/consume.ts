@@ -3,135 +3,38 @@
  * otherwise write by hand, with its retries, heartbeats and graceful stop.
  *
  * Runs anywhere (Node, Workers, Deno, browsers): it needs only a queue with `claimMany`, `ack`,
- * `nack` and `extend` — a LibsqlTransport, or the HTTP client.
+ * `nack`, `release` and `extend` — a LibsqlTransport, or the HTTP client.
  *
  * One round trip per message: the acks (and nacks) of handlers that finished are sent in the same
  * tick as the claim that refills their slots, so that the library's group commit carries them in
  * one batch (and the HTTP client in one request). A steady consumer pays one database round trip
  * per message, not two.
  */
-import { invalid, QueueError } from "../core/errors.js";
-import type { Lease } from "../core/transport.js";
-import { checkDelay, checkPositiveSeconds, checkPriority, checkWorkerId, describe } from "../core/validate.js";
+import { backoff } from "../core/backoff.js";
+import { QueueError } from "../core/errors.js";
+import type { Lease } from "../core/types.js";
+import { MAX_CLAIM_BATCH } from "../rules.js";
+import {
+  type ConsumeErrorContext,
+  type ConsumeOptions,
+  type ConsumerQueue,
+  type ConsumeSummary,
+  checkQueue,
+  DEFAULTS,
+  type Handler,
+  type Resolved,
+  resolveOptions,
+} from "./consume-options.js";
 
-/** What consume() needs of a queue. `LibsqlTransport` is one. */
-export interface ConsumerQueue {
-  /**
-   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
-   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
-   * no leases, or an error) when `signal` aborts, which consume() does when it stops.
-   */
-  claimMany<E = unknown>(
-    workerId: string,
-    visibility: number,
-    n: number,
-    minPriority?: number,
-    options?: { wait?: number; signal?: AbortSignal },
-  ): Promise<Lease<E>[]>;
-  ack(lease: Lease<unknown>): Promise<unknown>;
-  /** May answer `{ deadLettered: true }` when the message used its last attempt. */
-  nack(lease: Lease<unknown>, delay?: number): Promise<unknown>;
-  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
-  /**
-   * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
-   * with it instead of sleeping between claims.
-   */
-  readonly maxClaimWait?: number;
-}
-
-export interface HandlerContext {
-  /**
-   * Aborted when this lease is lost (a heartbeat found it fenced off: another worker may have the
-   * message now) or when the consumer's grace period ran out. A handler that can stop early should.
-   */
-  signal: AbortSignal;
-}
-
-export type Handler<E> = (event: E, lease: Lease<E>, context: HandlerContext) => unknown;
-
-export type ConsumePhase = "handler" | "claim" | "ack" | "nack" | "extend";
-
-export interface ConsumeErrorContext {
-  phase: ConsumePhase;
-  /** The lease concerned (absent for a claim). */
-  lease?: Lease<unknown>;
-}
-
-export interface ConsumeOptions {
-  /** Names this consumer in the leases it holds. */
-  workerId: string;
-  /** Handlers running at once, and so leases held at once (default 1; at most 1000). */
-  concurrency?: number;
-  /** Seconds a lease lasts before a heartbeat renews it (default 30). */
-  visibility?: number;
-  /** Only claim from groups of at least this priority (default 0). */
-  minPriority?: number;
-  /** Aborting it stops the loop gracefully (see `graceMs`); consume() then resolves. */
-  signal?: AbortSignal;
-  /**
-   * Delay (seconds) before a message whose handler threw is delivered again: `initial * factor^(attempts-1)`,
-   * at most `max` (defaults 1, 2, 300), or a function of the delivery's attempt count and the error.
-   * The queue's `maxAttempts` decides when a message goes to the dead letters instead.
-   */
-  backoff?: { initial?: number; factor?: number; max?: number } | ((attempts: number, error: unknown) => number);
-  /**
-   * Pause between claims that found nothing, in ms: from `minMs`, doubling per empty claim, up to
-   * `maxMs` (defaults 50 and 1000). A handler finishing ends the pause at once (its ack may have
-   * freed its group's next message).
-   */
-  idleBackoff?: { minMs?: number; maxMs?: number };
-  /**
-   * After `signal` aborts, how long running handlers get to finish (ms, default 30 000). Past it
-   * consume() resolves; the leases of handlers still running are neither acked nor released: their
-   * heartbeats stop and they lapse after at most `visibility` seconds, so the message is never handed
-   * to another worker while a handler of ours may still be working on it.
-   */
-  graceMs?: number;
-  /** Every error the loop meets (a handler's throw included). The loop carries on. Default: console.error. */
-  onError?: (error: unknown, context: ConsumeErrorContext) => void;
-}
-
-/** What a stopped consumer did. */
-export interface ConsumeSummary {
-  /** Messages handled and acked. */
-  acked: number;
-  /** Handlers that threw, their leases nacked for a later retry (or the dead letters). */
-  nacked: number;
-  /** Of those, messages that had used their last attempt and went to the dead letters. */
-  deadLettered: number;
-  /** Leases claimed while stopping, given back at once without running a handler. */
-  released: number;
-  /** Leases fenced off while their handler ran (found by a heartbeat): neither acked nor nacked. */
-  lost: number;
-  /** Handlers still running when the grace period ended: their leases were left to lapse. */
-  abandoned: number;
-}
-
-const DEFAULTS = {
-  concurrency: 1,
-  visibility: 30,
-  minPriority: 0,
-  backoff: { initial: 1, factor: 2, max: 300 },
-  idleMinMs: 50,
-  idleMaxMs: 1000,
-  graceMs: 30_000,
-};
-/** Most leases one claimMany may ask for (the library's MAX_CLAIM_BATCH). */
-const MAX_CLAIM = 100;
-const MAX_CONCURRENCY = 1000;
-
-interface Resolved {
-  workerId: string;
-  concurrency: number;
-  visibility: number;
-  minPriority: number;
-  retryDelay: (attempts: number, error: unknown) => number;
-  idleMinMs: number;
-  idleMaxMs: number;
-  graceMs: number;
-  signal: AbortSignal | undefined;
-  onError: (error: unknown, context: ConsumeErrorContext) => void;
-}
+export type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  ConsumePhase,
+  ConsumerQueue,
+  ConsumeSummary,
+  Handler,
+  HandlerContext,
+} from "./consume-options.js";
 
 /**
  * Runs `handler` on the messages of `queue` until `options.signal` aborts; resolves (never rejects
@@ -143,89 +46,9 @@ export async function consume<E = unknown>(
   handler: Handler<E>,
   options: ConsumeOptions,
 ): Promise<ConsumeSummary> {
-  if (typeof queue !== "object" || queue === null) throw invalid("queue", `must be a queue, got ${describe(queue)}`);
-  for (const m of ["claimMany", "ack", "nack", "extend"] as const) {
-    if (typeof queue[m] !== "function") throw invalid("queue", `has no ${m}() method`);
-  }
-  if (typeof handler !== "function") throw invalid("handler", `must be a function, got ${describe(handler)}`);
+  checkQueue(queue, handler);
   const opts = resolveOptions(options);
   return new Loop<E>(queue, handler, opts).done;
-}
-
-function resolveOptions(o: ConsumeOptions): Resolved {
-  if (typeof o !== "object" || o === null) throw invalid("options", `must be an object, got ${describe(o)}`);
-  const int = (field: string, v: unknown, d: number, min: number, max: number): number => {
-    if (v === undefined) return d;
-    if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-      throw invalid(`options.${field}`, `must be an integer from ${min} to ${max}, got ${describe(v)}`);
-    }
-    return v;
-  };
-  const obj = <T>(field: string, v: T | undefined): Partial<T> => {
-    if (v === undefined) return {};
-    if (typeof v !== "object" || v === null) throw invalid(`options.${field}`, `must be an object, got ${describe(v)}`);
-    return v;
-  };
-
-  let retryDelay: Resolved["retryDelay"];
-  if (typeof o.backoff === "function") {
-    const f = o.backoff;
-    retryDelay = (attempts, error) => checkDelay("options.backoff()", f(attempts, error));
-  } else {
-    const b = obj("backoff", o.backoff);
-    const initial =
-      b.initial === undefined ? DEFAULTS.backoff.initial : checkDelay("options.backoff.initial", b.initial);
-    const max = b.max === undefined ? DEFAULTS.backoff.max : checkDelay("options.backoff.max", b.max);
-    const factor = b.factor ?? DEFAULTS.backoff.factor;
-    if (typeof factor !== "number" || !Number.isFinite(factor) || factor < 1) {
-      throw invalid("options.backoff.factor", `must be a finite number >= 1, got ${describe(factor)}`);
-    }
-    if (max < initial) throw invalid("options.backoff.max", `must be >= options.backoff.initial (${initial})`);
-    retryDelay = (attempts) => Math.min(max, initial * factor ** Math.max(0, attempts - 1));
-  }
-
-  const idle = obj("idleBackoff", o.idleBackoff);
-  const idleMinMs = int("idleBackoff.minMs", idle.minMs, DEFAULTS.idleMinMs, 1, 3_600_000);
-  const idleMaxMs = int("idleBackoff.maxMs", idle.maxMs, Math.max(DEFAULTS.idleMaxMs, idleMinMs), 1, 3_600_000);
-  if (idleMaxMs < idleMinMs) {
-    throw invalid("options.idleBackoff.maxMs", `must be >= options.idleBackoff.minMs (${idleMinMs})`);
-  }
-
-  const signal = o.signal;
-  if (signal !== undefined && !isAbortSignal(signal)) {
-    throw invalid("options.signal", `must be an AbortSignal, got ${describe(signal)}`);
-  }
-  if (o.onError !== undefined && typeof o.onError !== "function") {
-    throw invalid("options.onError", `must be a function, got ${describe(o.onError)}`);
-  }
-  return {
-    workerId: checkWorkerId("options.workerId", o.workerId),
-    concurrency: int("concurrency", o.concurrency, DEFAULTS.concurrency, 1, MAX_CONCURRENCY),
-    visibility:
-      o.visibility === undefined ? DEFAULTS.visibility : checkPositiveSeconds("options.visibility", o.visibility),
-    minPriority:
-      o.minPriority === undefined ? DEFAULTS.minPriority : checkPriority("options.minPriority", o.minPriority),
-    retryDelay,
-    idleMinMs,
-    idleMaxMs,
-    graceMs: int("graceMs", o.graceMs, DEFAULTS.graceMs, 0, 24 * 3_600_000),
-    signal,
-    onError: o.onError ?? defaultOnError,
-  };
-}
-
-function isAbortSignal(v: unknown): v is AbortSignal {
-  return (
-    typeof v === "object" &&
-    v !== null &&
-    typeof (v as AbortSignal).aborted === "boolean" &&
-    typeof (v as AbortSignal).addEventListener === "function"
-  );
-}
-
-function defaultOnError(error: unknown, context: ConsumeErrorContext): void {
-  const where = context.lease ? ` (message ${context.lease.seq} of group ${context.lease.groupId})` : "";
-  console.error(`turso-queue consume(): ${context.phase} failed${where}:`, error);
 }
 
 const isFenced = (e: unknown) => e instanceof QueueError && (e.code === "LEASE_LOST" || e.code === "LEASE_NOT_FOUND");
@@ -321,7 +144,7 @@ class Loop<E> {
     }
     // The settles and the claim leave in the same tick: one batch, one round trip.
     this.#flushSettles();
-    this.#claim(Math.min(free, MAX_CLAIM), undefined);
+    this.#claim(Math.min(free, MAX_CLAIM_BATCH), undefined);
   }
 
   #claim(n: number, wait: number | undefined): void {
@@ -384,14 +207,11 @@ class Loop<E> {
     if (empty && !failed && this.#jobs.size === 0 && typeof maxWait === "number" && maxWait > 0) {
       // Nothing running to wake us: let the server wait for a message instead of polling.
       this.#starved = false;
-      this.#claim(Math.min(this.#o.concurrency, MAX_CLAIM), maxWait);
+      this.#claim(Math.min(this.#o.concurrency, MAX_CLAIM_BATCH), maxWait);
       return;
     }
-    const base = empty
-      ? Math.min(this.#o.idleMaxMs, this.#o.idleMinMs * 2 ** (this.#emptyClaims - 1))
-      : this.#o.idleMinMs;
-    // Jitter, so that idle consumers do not poll in step.
-    const delay = base * (0.5 + Math.random() / 2);
+    // Doubling per empty claim in a row; a short (not empty) claim pauses the least.
+    const delay = backoff(empty ? this.#emptyClaims : 1, this.#o.idle);
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
       this.#starved = false;
@@ -508,14 +328,14 @@ class Loop<E> {
     }
   }
 
-  /** Gives back a lease that no handler will run (claimed while stopping). */
+  /** Gives back a lease that no handler will run (claimed while stopping), without spending its attempt. */
   #release(lease: Lease<E>): void {
     this.#track(
-      this.#call(() => this.#queue.nack(lease, 0)).then(
+      this.#call(() => this.#queue.release(lease)).then(
         () => {
           this.#summary.released++;
         },
-        (e) => this.#report(e, { phase: "nack", lease }),
+        (e) => this.#report(e, { phase: "release", lease }),
       ),
     );
   }

@@ -7,6 +7,7 @@
  * (src/contract/schemas.ts, ERRORS), plus the HTTP `status` of the answer.
  */
 import type { ErrorCode } from "../contract/types.js";
+import { retryAfterMs } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
 
 /** Every code the API answers with (a superset of the library's `QueueErrorCode`). */
@@ -48,7 +49,11 @@ export interface Failure {
 
 /** Statuses a gateway in front of the API answers with when the API did not answer (no JSON error of ours). */
 const GATEWAY = new Set([502, 503, 504]);
-/** Codes of a fallback for answers that are not the API's JSON errors. */
+/**
+ * Codes of a fallback for answers that are not the API's JSON errors, by status alone: a bare 404
+ * is a missing route (NOT_FOUND) whatever was asked for; the resources' own 404s (LEASE_NOT_FOUND,
+ * DEAD_LETTER_NOT_FOUND) come only in the API's answers, which name them.
+ */
 const CODE_OF_STATUS: Record<number, HttpErrorCode> = {
   400: "INVALID_ARGUMENT",
   401: "UNAUTHORIZED",
@@ -89,7 +94,7 @@ export function failureOfAnswer(status: number, text: string, retryAfter: string
     error: new QueueHttpError(known, text1, { status, field, outcomeUnknown: unknown }),
     notApplied,
     unknown,
-    retryAfterMs: parseRetryAfter(retryAfter),
+    retryAfterMs: retryAfterMs(retryAfter),
   };
 }
 
@@ -118,15 +123,6 @@ function causes(e: unknown): unknown[] {
   const out: unknown[] = [];
   for (let c = e; c !== undefined && c !== null && out.length < 6; c = (c as { cause?: unknown }).cause) out.push(c);
   return out;
-}
-
-/** `Retry-After: <seconds>` or `Retry-After: <HTTP date>`, in ms from now. */
-export function parseRetryAfter(h: string | null): number | undefined {
-  if (h === null) return undefined;
-  const t = h.trim();
-  if (/^\d+$/.test(t)) return Number(t) * 1000;
-  const at = Date.parse(t);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
 /** The same error with `outcomeUnknown` set: an earlier attempt of the call may have applied. */

@@ -1,11 +1,28 @@
 /**
  * `turso-queue/client`: what runs anywhere (Node, Workers, Deno, browsers) with no Node-only import:
- * the typed HTTP client for the Worker's API (`createClient`) and the consumer loop (`consume`).
+ * the typed HTTP client for the Worker's API (`createClient`), the consumer loop (`consume`), and
+ * what a push consumer needs (the signature check, and `leaseOfDelivery` to settle a delivery).
  */
 
+export { SIGNATURE_HEADER, signPayload, verifySignature } from "../contract/signature.js";
+export type { PushDelivery } from "../contract/types.js";
+/** A push delivery (the body POSTed to a subscription's URL) as a `Lease` to ack, nack, extend or release through the client. */
+export { pushDeliveryFromWire as leaseOfDelivery } from "../contract/wire.js";
 export type { QueueErrorCode } from "../core/errors.js";
 export { QueueError } from "../core/errors.js";
-export type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, QueueStats } from "../core/types.js";
+export type {
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  QueueStats,
+  Subscription,
+  SubscriptionInput,
+  /** The settings of `subscribe()` (the name it had before it became the library's `SubscriptionInput`). */
+  SubscriptionInput as SubscriptionOptions,
+} from "../core/types.js";
+export { createClient, QueueClient } from "./client.js";
 export type {
   ConsumeErrorContext,
   ConsumeOptions,
@@ -16,6 +33,8 @@ export type {
   HandlerContext,
 } from "./consume.js";
 export { consume } from "./consume.js";
+export type { HttpErrorCode } from "./http-errors.js";
+export { QueueHttpError } from "./http-errors.js";
 export type {
   CallOptions,
   ClaimOptions,
@@ -23,9 +42,4 @@ export type {
   DeadLetterOptions,
   FetchLike,
   PublishCallOptions,
-} from "./http.js";
-export { createClient, QueueClient } from "./http.js";
-export type { HttpErrorCode } from "./http-errors.js";
-export { QueueHttpError } from "./http-errors.js";
-export type { Subscription, SubscriptionOptions } from "./http-next.js";
-export { SIGNATURE_HEADER, signPayload, verifySignature } from "./signature.js";
+} from "./options.js";

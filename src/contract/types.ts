@@ -42,5 +42,7 @@ export type RedriveAnswer = InferOutput<typeof s.RedriveAnswer>;
 export type Subscription = InferOutput<typeof s.Subscription>;
 export type SubscriptionAnswer = InferOutput<typeof s.SubscriptionAnswer>;
 export type SubscriptionList = InferOutput<typeof s.SubscriptionList>;
+/** What a push subscription's consumer receives: the body of each POST to its URL. */
+export type PushDelivery = InferOutput<typeof s.PushDelivery>;
 /** Every error: `{ "error": { "code", "message" } }`. */
 export type ErrorAnswer = InferOutput<typeof s.ErrorAnswer>;

@@ -10,8 +10,11 @@
  *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
+import { backoff, RETRY_MS, sleep, timeoutError } from "./backoff.js";
+import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
-import type { Plan } from "./sql.js";
+import type { Plan } from "./sql/index.js";
+import { CALLS, REQUESTS, Watch } from "./watch.js";
 
 export interface CommitterOptions {
   /** Write batches in flight at once. */
@@ -33,19 +36,6 @@ export interface CommitterOptions {
   holdMs?: number;
 }
 
-export interface WriteSpec<T> extends Plan<T> {
-  /**
-   * May this write be sent again after a response that never came (it may have applied)? If so,
-   * its `resend` plan (when it has one) goes instead.
-   */
-  idempotent: boolean;
-  /**
-   * Given this write's answer, is its caller expected to send its next write right away (a consumer
-   * that got a lease acks it; one that acked claims again)? Such callers are what a hold waits for.
-   */
-  comesBack?: (answer: T) => boolean;
-}
-
 interface Pending<T> extends WriteSpec<T> {
   deadline: number;
   /** True once a request carrying this write was sent and its outcome is unknown. */
@@ -57,9 +47,7 @@ interface Pending<T> extends WriteSpec<T> {
   reject: (e: unknown) => void;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-export class Committer {
+export class Committer implements WriteEngine {
   readonly #send: (stmts: InStatement[]) => Promise<ResultSet[]>;
   readonly #opts: CommitterOptions;
   readonly #queue: Pending<unknown>[] = [];
@@ -75,8 +63,7 @@ export class Committer {
   /** Batches to send without a hold (after holds that waited in vain), and the next such pause. */
   #skipHolds = 0;
   #nextPause = 1;
-  /** Counters for tests and benchmarks. */
-  readonly stats = { batches: 0, writes: 0, statements: 0, retries: 0, busy: 0, holds: 0, holdsTimedOut: 0 };
+  readonly stats = newStats();
 
   /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
   constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
@@ -213,7 +200,13 @@ export class Committer {
         if (!retryable) {
           // The batch rolled back as a whole. When the database says which statement failed, only
           // the write that statement belongs to gets the error; the others go again, together.
-          const at = live.length > 1 ? writeAt(plans, statementIndexOf(e)) : -1;
+          const at =
+            live.length > 1
+              ? failedWrite(
+                  plans.map((p) => p.stmts.length),
+                  e,
+                )
+              : -1;
           if (at < 0) {
             for (const w of live) w.reject(err);
             return;
@@ -231,7 +224,7 @@ export class Committer {
         for (const w of live) w.lastError = err;
         attempt++;
         this.stats.retries++;
-        await sleep(backoff(attempt));
+        await sleep(backoff(attempt, RETRY_MS));
         continue;
       }
       for (const w of live) w.sent = false;
@@ -301,114 +294,8 @@ export class Committer {
 /** The plan a write sends now: its resend plan once an earlier request may have applied. */
 const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);
 
-/** The failed statement's index in a batch, when the error carries one (LibsqlBatchError does). */
-function statementIndexOf(e: unknown): number | undefined {
-  for (let cur = e, depth = 0; cur && depth < 8; cur = (cur as { cause?: unknown }).cause, depth++) {
-    const i = (cur as { statementIndex?: unknown }).statementIndex;
-    if (typeof i === "number") return i;
-  }
-  return undefined;
-}
-
-/** Which of the batched plans holds statement `index`; -1 when unknown. */
-function writeAt(plans: Plan<unknown>[], index: number | undefined): number {
-  if (index === undefined) return -1;
-  let end = 0;
-  for (let i = 0; i < plans.length; i++) {
-    end += (plans[i] as Plan<unknown>).stmts.length;
-    if (index < end) return i;
-  }
-  return -1;
-}
-
 interface Hold {
   /** The count of arrivals that ends it. */
   until: number;
   timer: ReturnType<typeof setTimeout>;
-}
-
-const CALLS = 0;
-const REQUESTS = 1;
-
-interface Due {
-  at: number;
-  fire: () => void;
-  ended: boolean;
-}
-
-/**
- * The deadlines of a committer (each call's, each request's) under one timer: a timer per write
- * cost more than the rest of its bookkeeping in workerd (a set and a clear per write, BENCHMARKS.md).
- * Each line's deadlines come in the order they fall due (a fixed budget from now), so the timer
- * only ever waits for the oldest one still open; ended ones leave their line from its head.
- */
-class Watch {
-  readonly #lines: [Due[], Due[]] = [[], []];
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #armedFor = Number.POSITIVE_INFINITY;
-
-  add(line: typeof CALLS | typeof REQUESTS, at: number, fire: () => void): Due {
-    const due = { at, fire, ended: false };
-    this.#lines[line].push(due);
-    if (at < this.#armedFor) this.#arm(at);
-    return due;
-  }
-
-  /** The thing watched settled: its deadline no longer matters. */
-  end(due: Due): void {
-    due.ended = true;
-    for (const line of this.#lines) while (line.length > 0 && (line[0] as Due).ended) line.shift();
-  }
-
-  #arm(at: number): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#armedFor = at;
-    this.#timer = setTimeout(() => this.#check(), Math.max(0, at - Date.now()));
-    // In Node a pending deadline must not keep the process alive by itself (its request does).
-    (this.#timer as { unref?: () => void }).unref?.();
-  }
-
-  #check(): void {
-    this.#timer = undefined;
-    this.#armedFor = Number.POSITIVE_INFINITY;
-    const now = Date.now();
-    let next = Number.POSITIVE_INFINITY;
-    for (const line of this.#lines) {
-      while (line.length > 0 && ((line[0] as Due).ended || (line[0] as Due).at <= now)) {
-        const due = line.shift() as Due;
-        if (due.ended) continue;
-        due.ended = true;
-        due.fire();
-      }
-      if (line.length > 0) next = Math.min(next, (line[0] as Due).at);
-    }
-    if (next < Number.POSITIVE_INFINITY) this.#arm(next);
-  }
-}
-
-function timeoutError(ms: number): Error {
-  const e = new Error(`no answer within ${ms} ms`);
-  e.name = "TimeoutError";
-  return e;
-}
-
-/** Rejects with a TimeoutError (mapped to TIMEOUT, outcome unknown) when `p` takes longer than `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const e = new Error(`no answer within ${ms} ms`);
-        e.name = "TimeoutError";
-        reject(e);
-      }, ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-/** Exponential backoff with full jitter: 10 ms, 20 ms, ... capped at 500 ms. */
-export function backoff(attempt: number): number {
-  const cap = Math.min(500, 10 * 2 ** Math.min(attempt, 10));
-  return Math.random() * cap;
 }

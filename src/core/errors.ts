@@ -10,6 +10,8 @@ export type QueueErrorCode =
   | "LEASE_LOST"
   /** The leased message no longer exists (acked, dead-lettered or deleted by someone else). */
   | "LEASE_NOT_FOUND"
+  /** No dead letter has that seq (redriven, deleted, or never there). */
+  | "DEAD_LETTER_NOT_FOUND"
   /** An idempotency key was reused for a different request. */
   | "IDEMPOTENCY_CONFLICT"
   /** The database stayed locked (SQLITE_BUSY) through every retry. Nothing was applied. */

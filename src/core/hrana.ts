@@ -74,15 +74,21 @@ type Cond =
   | { type: "and"; conds: Cond[] }
   | { type: "is_autocommit" };
 
+type Send = (stmts: InStatement[]) => Promise<ResultSet[]>;
+
 /**
  * Sends `stmts` as one atomic write batch and returns a result per statement. Hrana 3 over HTTP
- * (`/v3/pipeline`), which Turso and sqld since 0.21 speak.
+ * (`/v3/pipeline`, JSON), which Turso and sqld since 0.21 speak. A server that does not know the
+ * path (404: an older sqld) applied nothing; with a `fallback` (`client.batch`, which speaks whatever
+ * the server does), that batch and every later one go through it.
  */
-export function httpWriter(target: HttpTarget): (stmts: InStatement[]) => Promise<ResultSet[]> {
+export function httpWriter(target: HttpTarget, fallback?: Send): Send {
   const base = target.url.replace(/\/+$/, "");
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  let v3 = true;
   return async (stmts: InStatement[]): Promise<ResultSet[]> => {
+    if (!v3 && fallback !== undefined) return fallback(stmts);
     const res = await target.fetch(`${base}/v3/pipeline`, {
       method: "POST",
       headers,
@@ -91,6 +97,11 @@ export function httpWriter(target: HttpTarget): (stmts: InStatement[]) => Promis
         requests: [{ type: "batch", batch: { steps: steps(stmts) } }, { type: "close" }],
       }),
     });
+    if (res.status === 404 && fallback !== undefined) {
+      await res.body?.cancel();
+      v3 = false;
+      return fallback(stmts);
+    }
     if (res.status !== 200) {
       const text = await res.text().catch(() => "");
       let message = text.slice(0, 500) || res.statusText;
@@ -107,8 +118,10 @@ export function httpWriter(target: HttpTarget): (stmts: InStatement[]) => Promis
         | { type: "error"; error: { message: string; code?: string | null } }
       >;
     };
-    const first = body.results[0];
-    if (first === undefined) throw new HranaError("the server answered no result", "HRANA_PROTO_ERROR");
+    const first = Array.isArray(body?.results) ? body.results[0] : undefined;
+    if (first?.type !== "ok" && first?.type !== "error") {
+      throw new HranaError("the server's answer is not a Hrana 3 pipeline result", "HRANA_PROTO_ERROR");
+    }
     if (first.type === "error") throw new HranaError(first.error.message, first.error.code ?? "UNKNOWN");
     return results(first.response.result, stmts.length);
   };

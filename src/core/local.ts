@@ -8,9 +8,10 @@
  * `@libsql/client` itself.
  */
 import type { Client, InStatement, ResultSet, Row, TransactionMode } from "@libsql/client";
-import { backoff } from "./committer.js";
+import { backoff, RETRY_MS, sleep } from "./backoff.js";
+import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
-import type { Plan } from "./sql.js";
+import type { Plan } from "./sql/index.js";
 
 interface Statement {
   reader: boolean;
@@ -175,21 +176,28 @@ interface LocalPending {
  * only when its plan says it is needed. Another process holding the lock (BUSY) is waited out with
  * backoff until the call's deadline.
  */
-export class LocalWrites {
+export class LocalWrites implements WriteEngine {
   readonly #client: LocalClient;
   readonly #timeoutMs: number;
   #queue: LocalPending[] = [];
+  #closed = false;
+  readonly stats = newStats();
 
   constructor(client: LocalClient, timeoutMs: number) {
     this.#client = client;
     this.#timeoutMs = timeoutMs;
   }
 
-  submit<T>(plan: Plan<T>): Promise<T> {
+  submit<T>(spec: WriteSpec<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ plan, resolve: resolve as (v: unknown) => void, reject });
+      this.#queue.push({ plan: spec, resolve: resolve as (v: unknown) => void, reject });
       if (this.#queue.length === 1) queueMicrotask(() => void this.#flush());
     });
+  }
+
+  close(): void {
+    this.#closed = true;
   }
 
   async #flush(): Promise<void> {
@@ -197,7 +205,7 @@ export class LocalWrites {
     this.#queue = [];
     let deadline = 0;
     for (let attempt = 1; writes.length > 0; attempt++) {
-      if (this.#client.closed) {
+      if (this.#client.closed || this.#closed) {
         for (const w of writes) w.reject(new QueueError("CLOSED", "the transport is closed"));
         return;
       }
@@ -220,13 +228,20 @@ export class LocalWrites {
         if (err.code === "BUSY") {
           deadline ||= Date.now() + this.#timeoutMs;
           if (Date.now() + 10 < deadline) {
-            await new Promise((r) => setTimeout(r, backoff(attempt)));
+            this.stats.busy++;
+            this.stats.retries++;
+            await sleep(backoff(attempt, RETRY_MS));
             continue;
           }
         }
         // The transaction rolled back: only the write whose statement failed gets the error.
-        const index = (e as { statementIndex?: unknown }).statementIndex;
-        const at = typeof index === "number" && err.code !== "BUSY" ? starts.findLastIndex((s) => s <= index) : -1;
+        const at =
+          err.code === "BUSY"
+            ? -1
+            : failedWrite(
+                writes.map((w) => w.plan.stmts.length),
+                e,
+              );
         if (at < 0) {
           for (const w of writes) w.reject(err);
           return;
@@ -235,6 +250,9 @@ export class LocalWrites {
         writes = writes.filter((_, i) => i !== at);
         continue;
       }
+      this.stats.batches++;
+      this.stats.writes += writes.length;
+      this.stats.statements += steps.length;
       writes.forEach((w, i) => {
         const start = starts[i] as number;
         try {

@@ -79,5 +79,26 @@ export interface GroupInfo {
   lastClaimedAt: number;
 }
 
-/** A write that may have made a message deliverable (see `LibsqlTransport.onChange`). */
-export type Change = "publish" | "ack" | "nack" | "redrive" | "release";
+/** A push subscription: the queue POSTs each deliverable message to `url` (docs/http.md, "Push"). */
+export interface Subscription {
+  name: string;
+  url: string;
+  /** Skips groups whose priority is below this. */
+  minPriority: number;
+  /** Deliveries awaiting the consumer's answer at once, and leases it holds after a 202. */
+  maxInFlight: number;
+  /** Seconds a delivery's lease lasts: the consumer answers (or, after a 202, settles) within it. */
+  visibility: number;
+}
+
+/** A subscription's settings as given: defaults fill what is absent. */
+export interface SubscriptionInput {
+  /** Where deliveries are posted: an http(s) URL without credentials. */
+  url: string;
+  /** 0-4, default 0. */
+  minPriority?: number | undefined;
+  /** 1-100, default 10. */
+  maxInFlight?: number | undefined;
+  /** Seconds, default 30. */
+  visibility?: number | undefined;
+}

@@ -1,67 +1,49 @@
-/** Argument checks, run before any SQL so that bad input stores nothing. Pure functions. */
+/**
+ * The library's argument checks: the rules of src/rules.ts, thrown as INVALID_ARGUMENT naming the
+ * field, before any SQL runs (so bad input stores nothing). Pure functions.
+ */
+import {
+  countProblem,
+  describe,
+  idProblem,
+  integerProblem,
+  isWellFormed,
+  MAX_EVENT_CHARS,
+  MAX_EVENT_DEPTH,
+  MAX_SECONDS,
+  priorityProblem,
+  secondsProblem,
+  seqProblem,
+  workerIdProblem,
+} from "../rules.js";
 import { invalid } from "./errors.js";
 
-/** Longest id we accept (group ids, worker ids, idempotency keys): generous, but bounded. */
-export const MAX_ID_LENGTH = 512;
-/** Largest event we store, as JSON text in UTF-16 code units (about 1 MiB of ASCII). */
-export const MAX_EVENT_CHARS = 1_048_576;
-export const MIN_PRIORITY = 0;
-export const MAX_PRIORITY = 4;
-
-export function checkId(field: string, value: unknown): string {
-  if (typeof value !== "string") throw invalid(field, `must be a string, got ${describe(value)}`);
-  if (value.length === 0) throw invalid(field, "must not be empty");
-  if (value.length > MAX_ID_LENGTH) throw invalid(field, `must be at most ${MAX_ID_LENGTH} characters`);
-  if (value.includes("\u0000")) throw invalid(field, "must not contain NUL characters");
-  if (!isWellFormed(value)) throw invalid(field, "must be well-formed Unicode (no lone surrogates)");
-  return value;
+/** The value when `problem` finds nothing wrong with it; otherwise INVALID_ARGUMENT naming `field`. */
+function check<T>(field: string, value: unknown, problem: string | undefined): T {
+  if (problem !== undefined) throw invalid(field, problem);
+  return value as T;
 }
 
-/** What `messages.locked_by` holds besides worker ids: the spec's park, a delayed publish, a poison message. */
-export const RESERVED_HOLDERS = ["__parked__", "__delayed__", "__dead__"];
+export const checkId = (field: string, v: unknown): string => check(field, v, idProblem(v));
+export const checkWorkerId = (field: string, v: unknown): string => check(field, v, workerIdProblem(v));
+export const checkPriority = (field: string, v: unknown): number => check(field, v, priorityProblem(v));
+export const checkCount = (field: string, v: unknown, max: number): number => check(field, v, countProblem(v, max));
+export const checkSeq = (field: string, v: unknown): number => check(field, v, seqProblem(v));
+export const checkInteger = (field: string, v: unknown, min: number, max: number): number =>
+  check(field, v, integerProblem(v, min, max));
 
-/** Longest visibility, delay or park, in seconds (366 days). */
-export const MAX_SECONDS = 366 * 24 * 3600;
+/** Seconds; finite and > 0 (a visibility, a window), at most `max`. */
+export const checkPositiveSeconds = (field: string, v: unknown, max = MAX_SECONDS): number =>
+  check(field, v, secondsProblem(v, "> 0", max));
 
-/** Worker ids are ids that may not impersonate the markers `locked_by` also holds. */
-export function checkWorkerId(field: string, value: unknown): string {
-  const id = checkId(field, value);
-  if (RESERVED_HOLDERS.includes(id)) {
-    throw invalid(field, `must not be ${JSON.stringify(id)} (reserved: it marks parked, delayed or dead messages)`);
-  }
-  return id;
-}
+/** Seconds; finite and >= 0 (a delay), at most `max`. */
+export const checkDelay = (field: string, v: unknown, max = MAX_SECONDS): number =>
+  check(field, v, secondsProblem(v, ">= 0", max));
 
-export function checkPriority(field: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < MIN_PRIORITY || value > MAX_PRIORITY) {
-    throw invalid(field, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}, got ${describe(value)}`);
-  }
-  return value;
-}
-
-/** Seconds; finite and > 0. The upper bound keeps `now + visibility` a sane REAL. */
-export function checkPositiveSeconds(field: string, value: unknown, max = MAX_SECONDS): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw invalid(field, `must be a finite number of seconds > 0, got ${describe(value)}`);
-  }
-  if (value > max) throw invalid(field, `must be at most ${max} seconds, got ${value}`);
-  return value;
-}
-
-/** Seconds; finite and >= 0. */
-export function checkDelay(field: string, value: unknown, max = MAX_SECONDS): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw invalid(field, `must be a finite number of seconds >= 0, got ${describe(value)}`);
-  }
-  if (value > max) throw invalid(field, `must be at most ${max} seconds, got ${value}`);
-  return value;
-}
-
-export function checkCount(field: string, value: unknown, max: number): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > max) {
-    throw invalid(field, `must be an integer from 1 to ${max}, got ${describe(value)}`);
-  }
-  return value;
+/** An options argument: an object (or absent, when the caller gives a default). */
+export function checkObject<T>(field: string, v: T): T {
+  if (typeof v !== "object" || v === null) throw invalid(field, `must be an object, got ${describe(v)}`);
+  return v;
 }
 
 /**
@@ -78,8 +60,6 @@ export function encodeEvent(field: string, value: unknown): string {
   return text;
 }
 
-const MAX_DEPTH = 64;
-
 function checkJsonValue(path: string, v: unknown, seen: Set<object>, depth: number): void {
   if (v === null || typeof v === "boolean") return;
   if (typeof v === "string") {
@@ -91,7 +71,7 @@ function checkJsonValue(path: string, v: unknown, seen: Set<object>, depth: numb
     return;
   }
   if (typeof v !== "object") throw invalid(path, `is a ${typeof v}, which is not JSON-serialisable`);
-  if (depth >= MAX_DEPTH) throw invalid(path, `nests deeper than ${MAX_DEPTH} levels`);
+  if (depth >= MAX_EVENT_DEPTH) throw invalid(path, `nests deeper than ${MAX_EVENT_DEPTH} levels`);
   if (seen.has(v)) throw invalid(path, "is cyclic (refers to itself)");
   seen.add(v);
   if (Array.isArray(v)) {
@@ -107,19 +87,4 @@ function checkJsonValue(path: string, v: unknown, seen: Set<object>, depth: numb
     }
   }
   seen.delete(v);
-}
-
-function isWellFormed(s: string): boolean {
-  // String.prototype.isWellFormed is Node 20+ and workerd; fall back to a regex elsewhere.
-  const f = (s as { isWellFormed?: () => boolean }).isWellFormed;
-  if (typeof f === "function") return f.call(s);
-  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
-}
-
-export function describe(v: unknown): string {
-  if (v === null) return "null";
-  if (typeof v === "number") return String(v);
-  if (typeof v === "string") return v.length > 40 ? `a string of ${v.length} characters` : JSON.stringify(v);
-  if (Array.isArray(v)) return "an array";
-  return typeof v === "object" ? "an object" : typeof v;
 }

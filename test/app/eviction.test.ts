@@ -1,6 +1,6 @@
 /**
  * The QueueWriter evicted for real: its workerd process stopped and a new one started on the same
- * Durable Object storage (the Worker bundle under Miniflare, scripts/miniflare.ts). A message
+ * Durable Object storage (the Worker bundle under Miniflare, scripts/support/miniflare.ts). A message
  * published while it was gone, by a writer that bypasses the Worker, is pushed by the alarm the
  * writer left behind, with no request arriving.
  */
@@ -8,9 +8,10 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, inject, it } from "vitest";
-import { type ServedWorker, serveWorker } from "../../scripts/miniflare.js";
+import { type Consumer, startConsumer } from "../../scripts/support/consumer.js";
+import { type ServedWorker, serveWorker } from "../../scripts/support/miniflare.js";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { type Consumer, startConsumer } from "../support/consumer.js";
 import { resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
 
@@ -23,7 +24,7 @@ afterEach(async () => {
   await worker?.stop();
   await consumer?.close();
   if (t) {
-    await resetDatabase(t.client);
+    await resetDatabase(clientOf(t));
     t.close();
   }
   worker = consumer = t = undefined;
@@ -31,7 +32,7 @@ afterEach(async () => {
 
 it("after an eviction, the alarm resumes push deliveries with no request arriving", async () => {
   t = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(t.client);
+  await resetDatabase(clientOf(t));
   consumer = await startConsumer(() => ({ status: 200 }));
   const dir = mkdtempSync(join(tmpdir(), "turso-queue-writer-"));
   const serve = () =>

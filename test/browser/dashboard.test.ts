@@ -1,6 +1,6 @@
 /**
  * The dashboard in a real browser: Debian's Chromium, driven by playwright-core, against the Worker
- * as `wrangler dev` serves it (scripts/worker.ts) and the real sqld. Set DASHBOARD_SCREENSHOT to a
+ * as `wrangler dev` serves it (scripts/support/worker.ts) and the real sqld. Set DASHBOARD_SCREENSHOT to a
  * path to keep the screenshot (`DASHBOARD_SCREENSHOT=docs/dashboard.png npx vitest run test/browser`).
  */
 import { existsSync } from "node:fs";
@@ -8,8 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { type RunningWorker, startWorker } from "../../scripts/worker.js";
+import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
 import type * as T from "../../src/contract/types.js";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
 
@@ -69,7 +70,7 @@ beforeAll(async () => {
     throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)`);
   }
   admin = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(admin.client);
+  await resetDatabase(clientOf(admin));
   worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: TOKEN });
   browser = await chromium.launch({
     executablePath: CHROMIUM,

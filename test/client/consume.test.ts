@@ -4,6 +4,8 @@
  * the loop, and options refused by name.
  */
 import { afterEach, describe, expect, inject, it } from "vitest";
+import { startProxy } from "../../scripts/support/proxy.js";
+import { clientOf } from "../../src/core/internals.js";
 import {
   type ConsumeErrorContext,
   type ConsumerQueue,
@@ -13,8 +15,7 @@ import {
   QueueError,
   type TransportOptions,
 } from "../../src/index.js";
-import { checkInvariants, resetDatabase } from "../support/db.js";
-import { startProxy } from "../support/proxy.js";
+import { checkInvariants, resetDatabase, tempFile } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
 
 const opened: LibsqlTransport[] = [];
@@ -30,7 +31,7 @@ async function open(options: TransportOptions = {}, url = inject("sqldUrl")): Pr
 
 async function fresh(options: TransportOptions = {}): Promise<LibsqlTransport> {
   const t = await open(options);
-  await resetDatabase(t.client);
+  await resetDatabase(clientOf(t));
   return t;
 }
 
@@ -109,7 +110,7 @@ describe("consume() over sqld", () => {
       inFlight: 0,
       groups: 0,
     });
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
   });
 
   it("sends each ack with the next claim: N messages one at a time take N + 1 requests, not 2N", async () => {
@@ -156,6 +157,7 @@ describe("consume() over sqld", () => {
       },
       ack: (l) => t.ack(l),
       nack: (l, d) => t.nack(l, d),
+      release: (l) => t.release(l),
       extend: (l, v) => t.extend(l, v),
     };
     const ctl = new AbortController();
@@ -318,7 +320,7 @@ describe("consume() over sqld", () => {
     const all = [...first, ...second];
     expect(new Set(all).size).toBe(n);
     expect(all).toHaveLength(n);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
   });
 
   it("resolves after the grace period and leaves a still-running handler's lease to lapse", async () => {
@@ -357,8 +359,9 @@ describe("consume() over sqld", () => {
     expect(handled).toBe(0);
     expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 });
 
-    // A claim answered after the abort: its leases go back at once, no handler runs.
+    // A claim answered after the abort: its leases go back at once (released, not nacked), no handler runs.
     const ctl2 = new AbortController();
+    const calls: string[] = [];
     const slowClaims: ConsumerQueue = {
       claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
         const leases = await t.claimMany<E>(w, v, k, p);
@@ -366,7 +369,14 @@ describe("consume() over sqld", () => {
         return leases;
       },
       ack: (l) => t.ack(l),
-      nack: (l, d) => t.nack(l, d),
+      nack: (l, d) => {
+        calls.push("nack");
+        return t.nack(l, d);
+      },
+      release: (l) => {
+        calls.push("release");
+        return t.release(l);
+      },
       extend: (l, v) => t.extend(l, v),
     };
     const summary2 = await consume(slowClaims, () => void handled++, {
@@ -376,8 +386,42 @@ describe("consume() over sqld", () => {
     });
     expect(handled).toBe(0);
     expect(summary2.released).toBe(4);
+    expect(calls).toEqual(["release", "release", "release", "release"]);
     const stats = await t.stats();
     expect({ ready: stats.ready, inFlight: stats.inFlight }).toEqual({ ready: 4, inFlight: 0 });
+    // No attempt was spent: the next delivery of each is still its first.
+    expect((await t.claimMany("next", 30, 4)).map((l) => l.attempts)).toEqual([1, 1, 1, 1]);
+  });
+
+  it("gives back a lease claimed while stopping without spending an attempt (a file: database)", async () => {
+    const t = await open({}, `file:${tempFile()}`);
+    const seq = await t.publish("g", { n: 1 });
+    // One delivery spent already: the message is on its second attempt when consume() claims it.
+    await t.nack((await t.claim("first", 30)) as Lease, 0);
+    const ctl = new AbortController();
+    let handled = 0;
+    const errors = errorLog();
+    const stopping: ConsumerQueue = {
+      claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
+        const leases = await t.claimMany<E>(w, v, k, p);
+        ctl.abort();
+        return leases;
+      },
+      ack: (l) => t.ack(l),
+      nack: (l, d) => t.nack(l, d),
+      release: (l) => t.release(l),
+      extend: (l, v) => t.extend(l, v),
+    };
+    const summary = await consume(stopping, () => void handled++, {
+      workerId: "stopping",
+      signal: ctl.signal,
+      onError: errors.onError,
+    });
+    expect(handled).toBe(0);
+    expect(errors.log).toEqual([]);
+    expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 1, lost: 0, abandoned: 0 });
+    // A nack would have made this the third attempt.
+    expect(await t.claim("next", 30)).toMatchObject({ seq, attempts: 2 });
   });
 
   it("reports claim failures and carries on once the database is back; a throwing onError changes nothing", async () => {
@@ -451,6 +495,7 @@ describe("consume() over sqld", () => {
       },
       ack: (l) => t.ack(l),
       nack: (l, d) => t.nack(l, d),
+      release: (l) => t.release(l),
       extend: (l, v) => t.extend(l, v),
     };
     const ctl = new AbortController();
@@ -483,6 +528,8 @@ describe("consume() over sqld", () => {
     const ok = { workerId: "w" };
     const cases: [unknown, unknown, unknown, string][] = [
       [{}, () => {}, ok, "queue"],
+      // Everything but release(): it gives back the leases claimed while stopping.
+      [{ claimMany: () => {}, ack: () => {}, nack: () => {}, extend: () => {} }, () => {}, ok, "queue"],
       [t, "not a function", ok, "handler"],
       [t, () => {}, undefined, "options"],
       [t, () => {}, {}, "options.workerId"],

@@ -1,29 +1,29 @@
 /**
  * The HTTP client (`turso-queue/client`) against the Worker as `wrangler dev` serves it
- * (scripts/worker.ts: workerd, the QueueWriter Durable Object) and the real sqld, over real HTTP on
+ * (scripts/support/worker.ts: workerd, the QueueWriter Durable Object) and the real sqld, over real HTTP on
  * 127.0.0.1: every method's round trip, the API's errors as the client reports them, retries after
  * lost answers (a fault proxy in front of the Worker), Retry-After, timeouts, and consume() over HTTP.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { type RunningWorker, startWorker } from "../../scripts/worker.js";
-import { MAX_ACKS, MAX_WAIT } from "../../src/client/http-next.js";
+import { startConsumer } from "../../scripts/support/consumer.js";
+import { type Proxy as FaultProxy, startProxy } from "../../scripts/support/proxy.js";
+import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
 import {
   type ClientOptions,
   consume,
   createClient,
   type FetchLike,
   type Lease,
+  leaseOfDelivery,
   type QueueClient,
   QueueError,
   QueueHttpError,
 } from "../../src/client/index.js";
-import { verifySignature } from "../../src/client/signature.js";
-import { MAX_CLAIM_ACKS, MAX_CLAIM_WAIT } from "../../src/contract/schemas.js";
+import { verifySignature } from "../../src/contract/signature.js";
+import { clientOf } from "../../src/core/internals.js";
 import { nodeFetchStats } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { startConsumer } from "../support/consumer.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
-import { type Proxy as FaultProxy, startProxy } from "../support/proxy.js";
 import { waitFor } from "../support/wait.js";
 
 const TOKEN = "http-client-test-token-0123456789";
@@ -34,7 +34,7 @@ let admin: LibsqlTransport;
 
 beforeAll(async () => {
   admin = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(admin.client);
+  await resetDatabase(clientOf(admin));
   worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: TOKEN });
   proxy = await startProxy(Number(new URL(worker.url).port));
 }, 120_000);
@@ -47,7 +47,7 @@ afterAll(async () => {
 
 beforeEach(async () => {
   proxy.clear();
-  await resetDatabase(admin.client);
+  await resetDatabase(clientOf(admin));
 });
 
 /** A client of the Worker (through the proxy with `via: "proxy"`), its requests logged. */
@@ -141,7 +141,7 @@ describe("round trips", () => {
     for (const l of [lease as Lease, again as Lease, many[1] as Lease]) await c.ack(l);
     await c.ack((await c.claim("w5", 30))?.id as string);
     expect(await c.stats()).toMatchObject({ ready: 0, waiting: 0, inFlight: 0, groups: 0 });
-    await checkInvariants(admin.client);
+    await checkInvariants(clientOf(admin));
   });
 
   it("dead letters: list (paged, by group), redrive, delete", async () => {
@@ -184,6 +184,60 @@ describe("round trips", () => {
     const seq = await c.publish("g", 1);
     expect(await c.claim("w", 30)).toMatchObject({ seq });
     expect(nodeFetchStats.requests - before).toBe(2);
+  });
+});
+
+describe("release", () => {
+  it("gives a lease back at once without spending its attempt; a lease claimed again since is LEASE_LOST", async () => {
+    const { c, log } = client();
+    const seq = await c.publish("g", { n: 1 });
+    // One attempt spent by a nack: the next delivery is the second.
+    await c.nack((await c.claim("w1", 30)) as Lease, 0);
+    const second = (await c.claim("w2", 30)) as Lease;
+    expect(second).toMatchObject({ seq, attempts: 2 });
+    await c.release(second);
+    expect(log.at(-1)).toMatchObject({ method: "POST", path: `/v1/leases/${second.id}/release`, status: 204 });
+    // Claimable again at once, and still on its second attempt: the release spent none.
+    const third = (await c.claim("w3", 30)) as Lease;
+    expect(third).toMatchObject({ seq, attempts: 2 });
+    expect(third.id).not.toBe(second.id);
+    // The released lease no longer holds the message: w3's does.
+    expect(errorOf(await failure(c.release(second)))).toEqual({ code: "LEASE_LOST", status: 409, field: "lease_id" });
+    // By id too.
+    await c.release(third.id);
+    expect(await c.claim("w4", 30)).toMatchObject({ seq, attempts: 2 });
+  });
+
+  it("a lapsed lease claimed again is LEASE_LOST; a gone message LEASE_NOT_FOUND; nothing changes", async () => {
+    const { c } = client();
+    await c.publish("g", 1);
+    const stale = (await c.claim("slow", 0.05)) as Lease;
+    const fresh = await waitFor(() => c.claim("fast", 30), { what: "the lapsed lease claimed again" });
+    expect(errorOf(await failure(c.release(stale)))).toEqual({ code: "LEASE_LOST", status: 409, field: "lease_id" });
+    expect((await c.stats()).inFlight).toBe(1);
+    await c.ack(fresh);
+    expect(errorOf(await failure(c.release(fresh)))).toEqual({
+      code: "LEASE_NOT_FOUND",
+      status: 404,
+      field: "lease_id",
+    });
+    expect(errorOf(await failure(c.release("not-a-lease")))).toEqual({
+      code: "INVALID_ARGUMENT",
+      status: 400,
+      field: "lease_id",
+    });
+  });
+
+  it("a release whose answer is lost is sent again and reports the release (our lease had not lapsed)", async () => {
+    const { c, log } = client({ via: "proxy" });
+    const seq = await c.publish("g", 1);
+    const lease = (await c.claim("w", 30)) as Lease;
+    const drops = proxy.stats.drop;
+    proxy.inject({ kind: "drop" }, { match: `/v1/leases/${lease.id}/release` });
+    await c.release(lease);
+    expect(proxy.stats.drop - drops).toBe(1);
+    expect(log.filter((r) => r.path.endsWith("/release")).map((r) => r.status)).toEqual(["failed", 409]);
+    expect(await admin.claim("check", 30)).toMatchObject({ seq, attempts: 1 });
   });
 });
 
@@ -266,7 +320,7 @@ describe("errors: the API's code, status and field", () => {
     expect(log).toHaveLength(1);
   });
 
-  it("a lapsed lease claimed again is LEASE_LOST (409); a gone message LEASE_NOT_FOUND (404); a missing dead letter NOT_FOUND", async () => {
+  it("a lapsed lease claimed again is LEASE_LOST (409); a gone message LEASE_NOT_FOUND (404); a missing dead letter DEAD_LETTER_NOT_FOUND", async () => {
     const { c } = client();
     await c.publish("g", 1);
     const stale = (await c.claim("slow", 0.05)) as Lease;
@@ -278,7 +332,12 @@ describe("errors: the API's code, status and field", () => {
     for (const call of [() => c.ack(fresh), () => c.nack(fresh), () => c.extend(fresh, 30)]) {
       expect(errorOf(await failure(call()))).toEqual({ code: "LEASE_NOT_FOUND", status: 404, field: "lease_id" });
     }
-    expect(errorOf(await failure(c.redrive(999_999)))).toEqual({ code: "NOT_FOUND", status: 404, field: "seq" });
+    expect(errorOf(await failure(c.redrive(999_999)))).toEqual({
+      code: "DEAD_LETTER_NOT_FOUND",
+      status: 404,
+      field: "seq",
+    });
+    expect(await c.deleteDeadLetter(999_999)).toBe(false);
   });
 
   it("an Idempotency-Key reused for another request is IDEMPOTENCY_CONFLICT (409), and nothing more is stored", async () => {
@@ -308,7 +367,7 @@ describe("lost answers, Retry-After, timeouts", () => {
     proxy.inject({ kind: "cut" }, { match: "POST /v1/groups/g/messages" });
     expect(await c.publish("g", { n: 4 })).toBe(seq + 3);
     expect(log.map((r) => r.status)).toEqual(["failed", 201, "failed", 201, "failed", 201]);
-    const rows = await admin.client.execute("SELECT seq, group_id, event FROM messages ORDER BY seq");
+    const rows = await clientOf(admin).execute("SELECT seq, group_id, event FROM messages ORDER BY seq");
     expect(rows.rows.map((r) => [r.seq, r.group_id, JSON.parse(String(r.event)).n])).toEqual([
       [seq, "g", 1],
       [seq + 1, "g", 2],
@@ -465,15 +524,40 @@ describe("long poll, acks with claims, delays", () => {
     const delayed = (await c.claim("w", 30, undefined, { wait: 10 })) as Lease;
     expect(delayed.event).toBe("delayed");
   });
-
-  it("the client's limits are the contract's", () => {
-    expect([MAX_WAIT, MAX_ACKS]).toEqual([MAX_CLAIM_WAIT, MAX_CLAIM_ACKS]);
-  });
 });
 
 // Before the consume() tests: a long poll they abort lives on in the writer until its wait ends
 // (README, Open), and would take the messages published here.
 describe("push over HTTP", () => {
+  it("a delivery answered 202 is the consumer's: leaseOfDelivery makes it a Lease to settle through the client", async () => {
+    const c = client().c;
+    const consumer = await startConsumer(() => ({ status: 202 }));
+    try {
+      await c.subscribe("later", { url: `${consumer.url}/later` });
+      const seq = await c.publish("g", { n: 1 });
+      await waitFor(async () => consumer.received.length === 1, { what: "the delivery" });
+      const delivery = (consumer.received[0] as { delivery: Parameters<typeof leaseOfDelivery>[0] }).delivery;
+      const lease = leaseOfDelivery<{ n: number }>(delivery);
+      expect(lease).toEqual({
+        id: delivery.lease_id,
+        seq,
+        groupId: "g",
+        event: { n: 1 },
+        workerId: "push:later",
+        expiresAt: delivery.expires_at,
+        attempts: 1,
+      });
+      expect((await c.stats()).inFlight).toBe(1);
+      expect((await c.extend(lease, 60)).expiresAt).toBeGreaterThan(lease.expiresAt);
+      await c.ack(lease);
+      expect((await c.stats()).groups).toBe(0);
+      expect(consumer.received).toHaveLength(1);
+    } finally {
+      await c.unsubscribe("later").catch(() => false);
+      await consumer.close();
+    }
+  });
+
   it("subscribe: signed deliveries reach the consumer and are acked; unsubscribe stops them", async () => {
     const c = client().c;
     const consumer = await startConsumer(() => ({ status: 200 }));
@@ -558,7 +642,7 @@ describe("consume() over HTTP", () => {
     const refused = log.filter((r) => r.status !== 200 && r.status !== 201 && r.status !== 204);
     expect(refused).toEqual([]);
     expect(await c.stats()).toMatchObject({ ready: 0, waiting: 0, inFlight: 0, groups: 0 });
-    await checkInvariants(admin.client);
+    await checkInvariants(clientOf(admin));
   });
 
   it("long-polls when idle (or polls for a server without `wait`), and stops at once on abort", async () => {

@@ -1,5 +1,6 @@
 /** claimMany and publishMany: the batch forms of claim and publish, against a local file and a real sqld. */
 import { describe, expect, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { type Lease, type LibsqlTransport, MAX_PUBLISH_BATCH, QueueError } from "../../src/index.js";
 import { checkInvariants, targets } from "../support/db.js";
 
@@ -7,7 +8,7 @@ const VIS = 60;
 const summary = (ls: Lease[]) => ls.map((l) => `${l.groupId}#${l.seq}:${JSON.stringify(l.event)}`);
 
 async function count(t: LibsqlTransport): Promise<number> {
-  return Number((await t.client.execute("SELECT count(*) AS n FROM messages")).rows[0]?.n);
+  return Number((await clientOf(t).execute("SELECT count(*) AS n FROM messages")).rows[0]?.n);
 }
 
 /**
@@ -71,7 +72,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
       const next = await t.claimMany("w2", VIS, 3);
       expect(next.map((l) => l.groupId)).toEqual([leases[0]?.groupId]);
       expect(next[0]?.seq).toBe((leases[0]?.seq as number) + 5);
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
     } finally {
       t.close();
     }
@@ -99,7 +100,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
         }
         runs.push(summary(got));
         expect(got.some((l) => l.groupId === "held" || l.groupId === "parked")).toBe(false);
-        await checkInvariants(t.client);
+        await checkInvariants(clientOf(t));
       } finally {
         t.close();
       }
@@ -126,7 +127,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
           expect(seen.has(l.seq), `seq ${l.seq} delivered twice`).toBe(false);
           seen.add(l.seq);
         }
-        await checkInvariants(t.client);
+        await checkInvariants(clientOf(t));
         await Promise.all(all.map((l) => t.ack(l)));
       }
       expect(seen.size).toBe(300);
@@ -169,7 +170,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
       expect(seqs).toHaveLength(50);
       for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBe((seqs[i - 1] as number) + 1);
       expect(seqs[0]).toBeGreaterThan(first);
-      const rows = (await t.client.execute("SELECT seq, group_id, event FROM messages ORDER BY seq")).rows;
+      const rows = (await clientOf(t).execute("SELECT seq, group_id, event FROM messages ORDER BY seq")).rows;
       const bySeq = new Map(rows.map((r) => [Number(r.seq), r]));
       msgs.forEach((m, i) => {
         const r = bySeq.get(seqs[i] as number);
@@ -177,7 +178,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
         expect(JSON.parse(String(r?.event))).toEqual(m.event);
       });
       // The first publish of a group set its priority; g3's messages were published with 2.
-      const pr = (await t.client.execute("SELECT group_id, priority FROM groups ORDER BY group_id")).rows;
+      const pr = (await clientOf(t).execute("SELECT group_id, priority FROM groups ORDER BY group_id")).rows;
       expect(pr.map((r) => [r.group_id, Number(r.priority)])).toEqual([
         ["g0", 0],
         ["g1", 0],
@@ -190,7 +191,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
         { groupId: "g9", event: 2 },
       ]);
       expect(more[0]).toBe((seqs[49] as number) + 1);
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
     } finally {
       t.close();
     }
@@ -227,9 +228,9 @@ describe.each(targets)("batch operations ($name)", (target) => {
       expect(((await t.publishMany(tooMany).catch((e: unknown) => e)) as QueueError).code).toBe("INVALID_ARGUMENT");
       // Nothing of any refused batch reached the database.
       expect(await count(t)).toBe(1);
-      const groups = (await t.client.execute("SELECT group_id FROM groups")).rows.map((r) => r.group_id);
+      const groups = (await clientOf(t).execute("SELECT group_id FROM groups")).rows.map((r) => r.group_id);
       expect(groups).toEqual(["g0"]);
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
     } finally {
       t.close();
     }
@@ -255,7 +256,7 @@ describe.each(targets)("batch operations ($name)", (target) => {
       expect((pub2[1] as number) - (pub2[0] as number)).toBe(1);
       expect(claimed.length).toBeGreaterThanOrEqual(2);
       expect(new Set(claimed.map((l) => l.groupId)).size).toBe(claimed.length);
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
     } finally {
       t.close();
     }

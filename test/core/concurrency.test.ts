@@ -1,4 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { checkDeliveryLog, claimUntilEmpty, type Held } from "../support/exclusivity.js";
@@ -8,7 +9,7 @@ describe("16 claimers at once over HTTP", () => {
     // Two transports (two "processes"), eight claimers each.
     const transports = await Promise.all(Array.from({ length: 2 }, () => LibsqlTransport.create(inject("sqldUrl"))));
     const [first] = transports as [LibsqlTransport];
-    await resetDatabase(first.client);
+    await resetDatabase(clientOf(first));
     const published = new Map<number, { groupId: string }>();
     for (let chunk = 0; chunk < 10; chunk++) {
       const batch = Array.from({ length: 100 }, (_, i) => ({
@@ -25,7 +26,7 @@ describe("16 claimers at once over HTTP", () => {
     );
     checkDeliveryLog(log, published);
     expect((await first.stats()).ready).toBe(0);
-    await checkInvariants(first.client);
+    await checkInvariants(clientOf(first));
     for (const t of transports) t.close();
   });
 });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CostCase, costCases, costTarget, perMessage } from "../../scripts/bench/cost.js";
-import type { Sqld } from "../../scripts/sqld.js";
+import type { Sqld } from "../../scripts/support/sqld.js";
 import type { LibsqlTransport } from "../../src/index.js";
 
 let sqld: Sqld;

@@ -7,6 +7,7 @@ import { createClient, type InStatement, type ResultSet } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { QueueError, toQueueError } from "../../src/core/errors.js";
 import { HranaError, httpUrlOf, httpWriter } from "../../src/core/hrana.js";
+import { writeStatsOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { resetDatabase } from "../support/db.js";
 
@@ -103,9 +104,9 @@ describe("the database URL the write path posts to", () => {
     // The client points nowhere (a refused port): a write that arrives went through hrana.ts.
     const nowhere = createClient({ url: "http://127.0.0.1:9" });
     const t = await LibsqlTransport.fromClient(nowhere, { http: { url: libsqlUrl }, ensureSchema: false });
-    const before = t.writeStats.batches;
+    const before = writeStatsOf(t).batches;
     const seq = await t.publish("hrana-libsql-url", { n: 1 });
-    expect(t.writeStats.batches).toBe(before + 1);
+    expect(writeStatsOf(t).batches).toBe(before + 1);
     expect(
       (await client.execute({ sql: "SELECT count(*) AS c FROM messages WHERE seq = ?", args: [seq] })).rows[0]?.c,
     ).toBe(1);
@@ -116,5 +117,54 @@ describe("the database URL the write path posts to", () => {
     const err = await LibsqlTransport.fromClient(client, { http: { url: "file:queue.db" } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(QueueError);
     expect(err).toMatchObject({ code: "INVALID_ARGUMENT", field: "options.http.url" });
+  });
+});
+
+describe("a server without Hrana 3 (an older sqld)", () => {
+  it("the write path falls back to the client's own batch, which speaks what the server does", async () => {
+    // sqld with its /v3 paths hidden: what an sqld older than 0.21 answers them (404).
+    const { createServer } = await import("node:http");
+    const seen: string[] = [];
+    const server = createServer(async (req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      if (req.url?.startsWith("/v3")) {
+        res.writeHead(404).end();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const answer = await fetch(`${url}${req.url}`, {
+        method: req.method,
+        headers: { "content-type": String(req.headers["content-type"] ?? "application/json") },
+        body: req.method === "GET" ? undefined : Buffer.concat(chunks),
+      });
+      res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" });
+      res.end(Buffer.from(await answer.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const t = await LibsqlTransport.create(`http://127.0.0.1:${port}`);
+      const seq = await t.publish("old-server", { n: 1 });
+      const lease = await t.claim("old", 30);
+      expect(lease?.seq).toBe(seq);
+      await t.ack(lease as NonNullable<typeof lease>);
+      t.close();
+      // One try of /v3/pipeline, then every write on the client's protocol (v2).
+      expect(seen.filter((s) => s.startsWith("POST /v3/pipeline"))).toHaveLength(1);
+      expect(seen.filter((s) => s.startsWith("POST /v2/pipeline")).length).toBeGreaterThanOrEqual(3);
+      expect(
+        (await client.execute({ sql: "SELECT count(*) AS c FROM messages WHERE seq = ?", args: [seq] })).rows[0]?.c,
+      ).toBe(0);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("an answer that is not a Hrana 3 pipeline result is a protocol error, not a crash", async () => {
+    const odd = httpWriter({ url, fetch: async () => new Response(JSON.stringify({ results: {} }), { status: 200 }) });
+    const err = await odd([{ sql: "SELECT 1", args: [] }]).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: "HRANA_PROTO_ERROR" });
+    expect(toQueueError(err)).toMatchObject({ code: "UNAVAILABLE" });
   });
 });

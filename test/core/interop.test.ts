@@ -4,6 +4,7 @@
  */
 import { type Client, createClient } from "@libsql/client";
 import { describe, expect, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, tempFile } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
@@ -95,7 +96,7 @@ describe("interop with the spec's Python transports", () => {
       { g: "exec-1", i: 2 },
       { g: "exec-2", i: 2 },
     ]);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
     py.close();
   });
@@ -130,7 +131,7 @@ describe("interop with the spec's Python transports", () => {
     await pyAck(py, (theirs as { seq: number }).seq, "h");
     await t.ack(ours);
     expect(await pyClaim(py, "py", 30)).toMatchObject({ groupId: "g", event: { n: 2 } });
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
     py.close();
   });
@@ -149,7 +150,7 @@ describe("interop with the spec's Python transports", () => {
       sql: "UPDATE messages SET locked_by = NULL, lock_expiry = NULL WHERE seq = ?",
       args: [ours.seq],
     });
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     const again = (await t.claim("ts", 30)) as Lease;
     expect(again.seq).toBe(ours.seq);
     expect(again.attempts).toBe(2);
@@ -159,12 +160,12 @@ describe("interop with the spec's Python transports", () => {
     expect(theirs.event).toEqual({ n: 2 });
     expect(await t.claim("ts", 30)).toBeNull();
     await pyAck(py, theirs.seq, "g");
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     const last = (await t.claim("ts", 30)) as Lease;
     expect(last.event).toEqual({ n: 3 });
     await t.ack(last);
     expect(await t.stats()).toMatchObject({ groups: 0, ready: 0, waiting: 0 });
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
     py.close();
   });
@@ -182,7 +183,7 @@ describe("interop with the spec's Python transports", () => {
     const got = await waitFor(async () => (await pyClaim(py, "py", 30)) ?? undefined, { what: "the delay to end" });
     expect(Date.now() / 1000 - published).toBeGreaterThanOrEqual(0.45);
     expect(["early", "delayed alone"]).toContain(got.event);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
     py.close();
   });
@@ -192,7 +193,7 @@ describe("interop with the spec's Python transports", () => {
     const t = await LibsqlTransport.create(file);
     await t.publish("g", 1);
     await t.nack((await t.claim("w", 30)) as Lease, 60);
-    const row = (await t.client.execute("SELECT locked_by, lock_expiry FROM messages")).rows[0];
+    const row = (await clientOf(t).execute("SELECT locked_by, lock_expiry FROM messages")).rows[0];
     expect(row?.locked_by).toBe("__parked__");
     expect(Number(row?.lock_expiry)).toBeGreaterThan(Date.now() / 1000 + 50);
     t.close();

@@ -3,10 +3,11 @@
  * the caller passes one: every request goes through it, over one reused connection.
  */
 import { afterEach, describe, expect, inject, it } from "vitest";
+import { startProxy } from "../../scripts/support/proxy.js";
+import { clientOf } from "../../src/core/internals.js";
 import { nodeFetchStats } from "../../src/core/node-fetch.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
-import { startProxy } from "../support/proxy.js";
 
 let proxy: Awaited<ReturnType<typeof startProxy>> | undefined;
 afterEach(async () => {
@@ -20,7 +21,7 @@ describe("the default fetch in Node", () => {
     const before = { ...nodeFetchStats };
     const t = await LibsqlTransport.create(proxy.url);
     try {
-      await resetDatabase(t.client);
+      await resetDatabase(clientOf(t));
       for (let i = 0; i < 20; i++) await t.publish(`g${i}`, { i });
       const leases = await t.claimMany("w", 30, 20);
       for (const l of leases) await t.ack(l);
@@ -43,7 +44,7 @@ describe("the default fetch in Node", () => {
       const before = proxy.stats.requests;
       // Reads are not coalesced: 8 requests in flight at once, five times over.
       for (let round = 0; round < 5; round++) {
-        const rows = await Promise.all(Array.from({ length: 8 }, (_, i) => t.client.execute(`SELECT ${i} AS i`)));
+        const rows = await Promise.all(Array.from({ length: 8 }, (_, i) => clientOf(t).execute(`SELECT ${i} AS i`)));
         expect(rows.map((r) => Number(r.rows[0]?.i))).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
       }
       expect(proxy.stats.requests - before).toBe(40);

@@ -5,7 +5,9 @@
  */
 import { type Client, createClient } from "@libsql/client";
 import { describe, expect, inject, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { migrationSteps, SCHEMA_VERSION } from "../../src/core/schema.js";
+import { listSubscriptions, putSubscription } from "../../src/core/subscriptions.js";
 import { type Lease, LibsqlTransport, type QueueError } from "../../src/index.js";
 import { checkInvariants, tempFile } from "../support/db.js";
 import { SCHEMA_V1 } from "../support/schema-v1.js";
@@ -91,7 +93,7 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
     );
     expect(tables).not.toContain("tq_deliveries");
     expect(tables).toContain("tq_subscriptions");
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
 
     // The live lease of version 1 still holds its group, and its holder can still ack it.
     // The parked group stays parked; the free one (priority 2) is the only thing to claim.
@@ -114,7 +116,7 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
     expect(await t.stats()).toMatchObject({ inFlight: 2, parked: 1, groups: 3, deadLetters: 1 });
     await t.ack(g2);
     await t.ack(f);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
 
     // Opening it again does nothing more.
     const again = await LibsqlTransport.create(url);
@@ -147,15 +149,15 @@ describe("migrating version 2 to version 3", () => {
     expect(Number(version.rows[0]?.value)).toBe(3);
     const g1 = (await t.claim("w", 30)) as Lease<string>;
     expect(g1.event).toBe("g1");
-    const s = await t.putSubscription("orders", { url: "https://example.com/hook" });
+    const s = await putSubscription(t, "orders", { url: "https://example.com/hook" });
     expect(s).toMatchObject({ name: "orders", minPriority: 0, maxInFlight: 10, visibility: 30 });
     expect(s.signingSecret).toMatch(/^[0-9a-f]{64}$/);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
 
     // Opening it again changes nothing, and an older transport's version stamp never lowers it.
     const again = await LibsqlTransport.create(url);
-    expect((await again.subscriptions()).map((x) => x.name)).toEqual(["orders"]);
+    expect((await listSubscriptions(again)).map((x) => x.name)).toEqual(["orders"]);
     again.close();
     raw.close();
   });

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Sqld, startSqld } from "../../scripts/sqld.js";
+import { type Sqld, startSqld } from "../../scripts/support/sqld.js";
+import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants } from "../support/db.js";
 import { checkDeliveryLog, claimUntilEmpty, type Held } from "../support/exclusivity.js";
@@ -79,7 +80,7 @@ describe("a sqld replica node (--primary-grpc-url)", () => {
     // Both nodes did real work.
     expect(servedBy.primary).toBeGreaterThan(0);
     expect(servedBy.replica).toBeGreaterThan(0);
-    await checkInvariants(viaPrimary.client);
+    await checkInvariants(clientOf(viaPrimary));
     viaPrimary.close();
     viaReplica.close();
   });

@@ -1,5 +1,6 @@
 /** Push subscriptions in the library: checks naming the field, secrets drawn once and kept. */
 import { describe, expect, it } from "vitest";
+import { deleteSubscription, listSubscriptions, putSubscription } from "../../src/core/subscriptions.js";
 import { LibsqlTransport, type QueueError } from "../../src/index.js";
 import { tempFile } from "../support/db.js";
 
@@ -8,17 +9,17 @@ const open = () => LibsqlTransport.create(`file:${tempFile()}`);
 describe("subscriptions", () => {
   it("creates, updates (keeping the secret), lists and deletes", async () => {
     const t = await open();
-    const a = await t.putSubscription("a", { url: "http://127.0.0.1:9/x", maxInFlight: 3, visibility: 5 });
+    const a = await putSubscription(t, "a", { url: "http://127.0.0.1:9/x", maxInFlight: 3, visibility: 5 });
     expect(a).toMatchObject({ name: "a", url: "http://127.0.0.1:9/x", minPriority: 0, maxInFlight: 3, visibility: 5 });
-    const b = await t.putSubscription("a", { url: "https://example.com/y", minPriority: 2 });
+    const b = await putSubscription(t, "a", { url: "https://example.com/y", minPriority: 2 });
     expect(b).toMatchObject({ url: "https://example.com/y", minPriority: 2, maxInFlight: 10, visibility: 30 });
     expect(b.signingSecret).toBe(a.signingSecret);
-    const other = await t.putSubscription("b-2_X", { url: "https://example.com/z" });
+    const other = await putSubscription(t, "b-2_X", { url: "https://example.com/z" });
     expect(other.signingSecret).not.toBe(a.signingSecret);
-    expect((await t.subscriptions()).map((s) => s.name)).toEqual(["a", "b-2_X"]);
-    expect(await t.deleteSubscription("a")).toBe(true);
-    expect(await t.deleteSubscription("a")).toBe(false);
-    expect((await t.subscriptions()).map((s) => s.name)).toEqual(["b-2_X"]);
+    expect((await listSubscriptions(t)).map((s) => s.name)).toEqual(["a", "b-2_X"]);
+    expect(await deleteSubscription(t, "a")).toBe(true);
+    expect(await deleteSubscription(t, "a")).toBe(false);
+    expect((await listSubscriptions(t)).map((s) => s.name)).toEqual(["b-2_X"]);
     t.close();
   });
 
@@ -35,10 +36,10 @@ describe("subscriptions", () => {
     ["visibility", "a", { url: "https://x.test", visibility: 0 }],
   ])("refuses a bad %s, storing nothing", async (field, name, input) => {
     const t = await open();
-    const e = (await t.putSubscription(name, input).catch((x: unknown) => x)) as QueueError;
+    const e = (await putSubscription(t, name, input).catch((x: unknown) => x)) as QueueError;
     expect(e.code).toBe("INVALID_ARGUMENT");
     expect(e.message.startsWith(`${field}: `)).toBe(true);
-    expect(await t.subscriptions()).toEqual([]);
+    expect(await listSubscriptions(t)).toEqual([]);
     t.close();
   });
 });

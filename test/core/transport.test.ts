@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { clientOf, internalsOf, writeStatsOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, QueueError } from "../../src/index.js";
 import { checkInvariants, resetDatabase, targets } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
@@ -7,7 +8,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
   let t: LibsqlTransport;
   afterEach(async () => {
     if (t) {
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
       t.close();
     }
   });
@@ -186,7 +187,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
   it("onChange: told after each write that may free a message, not after claims, extends or refused writes", async () => {
     t = await target.open();
     const seen: string[] = [];
-    const off = t.onChange((c) => seen.push(c));
+    const off = internalsOf(t).onChange((c) => seen.push(c));
     await t.publish("g", 1);
     await t.publishMany([{ groupId: "g", event: 2 }]);
     const a = (await t.claim("w", 30)) as Lease;
@@ -205,7 +206,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     t = await target.open();
     await t.publish("g", 1);
     const seen: Array<[string, number, number]> = [];
-    const off = t.onExtend((...args) => seen.push(args));
+    const off = internalsOf(t).onExtend((...args) => seen.push(args));
     const a = (await t.claim("w", 30)) as Lease;
     const moved = await t.extend(a, 120);
     expect(seen).toEqual([[a.id, a.seq, moved.expiresAt]]);
@@ -221,7 +222,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     await t.publish("g", "first");
     await t.publish("g", "second");
     const seen: string[] = [];
-    t.onChange((c) => seen.push(c));
+    internalsOf(t).onChange((c) => seen.push(c));
     const a = (await t.claim("w1", 30)) as Lease;
     expect(a.attempts).toBe(1);
     await t.release(a);
@@ -242,7 +243,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     t = await target.open();
     await t.publish("g", 1);
     await t.publish("g", 2);
-    const groups = async () => Number((await t.client.execute("SELECT count(*) AS n FROM groups")).rows[0]?.n);
+    const groups = async () => Number((await clientOf(t).execute("SELECT count(*) AS n FROM groups")).rows[0]?.n);
     await t.ack((await t.claim("w", 30)) as Lease);
     expect(await groups()).toBe(1);
     await t.ack((await t.claim("w", 30)) as Lease);
@@ -299,10 +300,10 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
 
   it("serves a burst of 32 concurrent callers on one transport, coalescing them into few batches", async () => {
     t = await target.open();
-    const before = t.writeStats.batches;
+    const before = writeStatsOf(t).batches;
     const seqs = await Promise.all(Array.from({ length: 32 }, (_, i) => t.publish(`g${i % 8}`, i)));
     expect(new Set(seqs).size).toBe(32);
-    expect(t.writeStats.batches - before).toBeLessThan(32);
+    expect(writeStatsOf(t).batches - before).toBeLessThan(32);
     const leases = await Promise.all(Array.from({ length: 32 }, (_, i) => t.claim(`w${i}`, 30)));
     const got = leases.filter((l): l is Lease => l !== null);
     // 8 groups: exactly one lease each, never two in one group.
@@ -313,7 +314,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
 
   it("reads the claim plan off the database: no full scan of messages", async () => {
     t = await target.open();
-    const { claimPlan } = await import("../../src/core/sql.js");
+    const { claimPlan } = await import("../../src/core/sql/index.js");
     const claim = claimPlan({
       token: "x",
       worker: "w",
@@ -325,7 +326,7 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
     });
     for (const s of [...claim.stmts, ...(claim.resend?.stmts ?? [])]) {
       const { sql, args } = s as { sql: string; args: unknown[] };
-      const plan = await t.client.execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
+      const plan = await clientOf(t).execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
       const details = plan.rows.map((r) => String(r.detail));
       for (const d of details) {
         // "SCAN g USING INDEX tq_groups_free" is the round-robin walk; a scan of messages is not allowed.
@@ -344,7 +345,7 @@ describe("one operation = one HTTP request", () => {
       return fetch(input, init);
     }) as typeof fetch;
     const t = await LibsqlTransport.create(inject("sqldUrl"), { fetch: counting });
-    await resetDatabase(t.client);
+    await resetDatabase(clientOf(t));
     const count = async (f: () => Promise<unknown>) => {
       requests = 0;
       await f();
@@ -376,7 +377,7 @@ describe("leases are judged by the database's clock", () => {
   });
   it("a claimer whose clock runs an hour ahead cannot steal a live lease", async () => {
     const honest = await LibsqlTransport.create(inject("sqldUrl"));
-    await resetDatabase(honest.client);
+    await resetDatabase(clientOf(honest));
     await honest.publish("g", 1);
     const lease = (await honest.claim("honest", 30)) as Lease;
     const real = Date.now.bind(Date);
@@ -402,8 +403,8 @@ describe("holdMs over HTTP: which writes a batch waits for", () => {
       return fetch(input, init);
     }) as typeof fetch;
     const t = await LibsqlTransport.create(inject("sqldUrl"), { holdMs: 1000, fetch: slow });
-    await resetDatabase(t.client);
-    const stats = () => t.writeStats;
+    await resetDatabase(clientOf(t));
+    const stats = () => writeStatsOf(t);
     /** A hold, if one began after the last answer, has ended for want of anyone coming back. */
     const heldInVain = (n: number) => waitFor(async () => stats().holdsTimedOut === n, { what: `${n} vain holds` });
     try {

@@ -21,8 +21,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { freePort } from "../../scripts/sqld.js";
-import { type RunningWorker, startWorker } from "../../scripts/worker.js";
+import { freePort } from "../../scripts/support/sqld.js";
+import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
+import { clientOf } from "../../src/core/internals.js";
+import { listSubscriptions } from "../../src/core/subscriptions.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
@@ -148,7 +150,7 @@ beforeAll(async () => {
   );
 
   admin = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(admin.client);
+  await resetDatabase(clientOf(admin));
   worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: QUEUE_TOKEN });
 }, 300_000);
 
@@ -167,8 +169,8 @@ describe("npm pack → npm install → import", () => {
       "dist/index.d.ts",
       "dist/client/index.js",
       "dist/client/index.d.ts",
-      "dist/client/http.js",
-      "dist/client/http.d.ts",
+      "dist/client/client.js",
+      "dist/client/client.d.ts",
       "dist/hono.js",
       "dist/hono.d.ts",
     ]) {
@@ -311,7 +313,7 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
     // A type error that must be reported, so that a passing check means the types were read.
     writeFileSync(
       join(app, "wrong.mts"),
-      `import { LibsqlTransport } from "turso-queue";\nexport const n: string = (await LibsqlTransport.create(":memory:")).writeStats.batches;\n`,
+      `import { LibsqlTransport } from "turso-queue";\nexport const n: string = (await (await LibsqlTransport.create(":memory:")).stats()).ready;\n`,
     );
     const base = {
       target: "es2022",
@@ -334,7 +336,7 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
 
   it("the README's consumer example runs as written and stops cleanly on SIGTERM", async () => {
     writeFileSync(join(app, "consumer.mjs"), readmeExample("consumer.mjs"));
-    await resetDatabase(admin.client);
+    await resetDatabase(clientOf(admin));
     await admin.publishMany([
       ...[1, 2, 3].map((n) => ({ groupId: "orders", event: { order: n } })),
       ...[1, 2].map((n) => ({ groupId: "emails", event: { mail: n } })),
@@ -357,11 +359,11 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
   // Before the HTTP consumer: its long polls, aborted at SIGTERM, live on in the writer until their
   // wait ends (README, Open) and would take the messages published here.
   it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
-    await resetDatabase(admin.client);
+    await resetDatabase(clientOf(admin));
     const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };
     writeFileSync(join(app, "push-consumer.mjs"), readmeExample("push-consumer.mjs"));
     const lines = consumeUntil("push-consumer.mjs", env, 2);
-    await waitFor(async () => (await admin.subscriptions()).length === 1, {
+    await waitFor(async () => (await listSubscriptions(admin)).length === 1, {
       what: "the subscription",
       timeoutMs: 30_000,
     });
@@ -378,11 +380,11 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
       `push-7 #${second} attempt 1: {"n":2}`,
     ]);
     await waitFor(async () => (await admin.stats()).groups === 0, { what: "the acks" });
-    expect(await admin.subscriptions()).toEqual([]);
+    expect(await listSubscriptions(admin)).toEqual([]);
   });
 
   it("the README's serverless publisher and HTTP consumer run as written against the Worker", async () => {
-    await resetDatabase(admin.client);
+    await resetDatabase(clientOf(admin));
     const env = { QUEUE_URL: worker.url, QUEUE_TOKEN };
     writeFileSync(join(app, "publish-fn.mjs"), readmeExample("publish-fn.mjs"));
     writeFileSync(
@@ -437,7 +439,7 @@ assert.equal(stats.ready, 1);
 console.log(JSON.stringify({ seq }));
 `,
     );
-    await resetDatabase(admin.client);
+    await resetDatabase(clientOf(admin));
     const out = await node(["drive-hono.mjs"], { SQLD_URL: inject("sqldUrl") });
     const { seq } = JSON.parse(out.trim()) as { seq: number };
     const lease = await admin.claim("check", 30);

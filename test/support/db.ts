@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@libsql/client";
 import { expect, inject } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport, type TransportOptions } from "../../src/index.js";
 
 export interface Target {
@@ -22,7 +23,7 @@ export const targets: Target[] = [
     name: "sqld",
     open: async (o) => {
       const t = await LibsqlTransport.create(inject("sqldUrl"), o);
-      await resetDatabase(t.client);
+      await resetDatabase(clientOf(t));
       return t;
     },
   },

@@ -1,6 +1,6 @@
 /** Starts one real sqld for a vitest project and provides its URL to the tests (`inject("sqldUrl")`). */
 import type { TestProject } from "vitest/node";
-import { startSqld } from "../../scripts/sqld.js";
+import { startSqld } from "../../scripts/support/sqld.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

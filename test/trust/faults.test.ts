@@ -8,10 +8,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Sqld, startSqld } from "../../scripts/sqld.js";
+import { startProxy, type Proxy as TcpProxy } from "../../scripts/support/proxy.js";
+import { type Sqld, startSqld } from "../../scripts/support/sqld.js";
+import { clientOf, writeStatsOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, QueueError } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
-import { startProxy, type Proxy as TcpProxy } from "../support/proxy.js";
 import { envInt, expectQueueError, report, sleep, tableCounts } from "../support/trust.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -208,8 +209,8 @@ describe("sqld killed with SIGKILL during a run, restarted on the same data", ()
         else expect(publishUnknown.has(a.payload), `seq ${seq} (${a.payload}) was never published`).toBe(true);
       }
       const direct = await LibsqlTransport.create(url, opts);
-      expect(await tableCounts(direct.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
-      await checkInvariants(direct.client);
+      expect(await tableCounts(clientOf(direct))).toMatchObject({ messages: 0, groups: 0, leased: 0 });
+      await checkInvariants(clientOf(direct));
       direct.close();
 
       const redelivered = [...claimsOf.values()].filter((n) => n > 1).length;
@@ -250,7 +251,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     open.push(t);
     return t;
   };
-  const count = async () => (await tableCounts(direct.client)).messages;
+  const count = async () => (await tableCounts(clientOf(direct))).messages;
 
   beforeAll(async () => {
     sqld = await startSqld();
@@ -262,9 +263,9 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     for (const k of ["cut", "drop", "hang", "delay"] as const) proxy.stats[k] = 0;
     proxy.latencyMs = 0;
     proxy.refuse = false;
-    await checkInvariants(direct.client);
+    await checkInvariants(clientOf(direct));
     for (const t of open.splice(0)) t.close();
-    await resetDatabase(direct.client);
+    await resetDatabase(clientOf(direct));
   });
   afterAll(async () => {
     direct?.close();
@@ -278,9 +279,9 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     const seq = await t.publish("g", { v: "once" });
     expect(proxy.stats.drop).toBeGreaterThanOrEqual(1);
     expect(proxy.pending()).toBe(0);
-    const rows = (await direct.client.execute("SELECT seq, event FROM messages")).rows;
+    const rows = (await clientOf(direct).execute("SELECT seq, event FROM messages")).rows;
     expect(rows.map((r) => [Number(r.seq), r.event])).toEqual([[seq, '{"v":"once"}']]);
-    expect(t.writeStats.retries).toBeGreaterThanOrEqual(1);
+    expect(writeStatsOf(t).retries).toBeGreaterThanOrEqual(1);
   });
 
   it("a keyed publishMany whose answer was lost is stored once, with the seqs it first got", async () => {
@@ -289,7 +290,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     proxy.inject({ kind: "drop" }, { match: "INSERT INTO messages", times: 2 });
     const seqs = await t.publishMany(batch, { idempotencyKey: "order-42" });
     expect(proxy.stats.drop).toBe(2);
-    const rows = (await direct.client.execute("SELECT seq, event FROM messages ORDER BY seq")).rows;
+    const rows = (await clientOf(direct).execute("SELECT seq, event FROM messages ORDER BY seq")).rows;
     expect(rows.map((r) => Number(r.seq))).toEqual(seqs);
     expect(rows.map((r) => JSON.parse(String(r.event)).i)).toEqual(batch.map((b) => b.event.i));
     // The caller retrying by hand with the same key gets the same answer and stores nothing.
@@ -343,7 +344,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     // Either the batch never got through (everything failed, typed) or it went through whole.
     const failed = results.filter((r) => r.status === "rejected");
     for (const f of failed) expect((f as PromiseRejectedResult).reason).toBeInstanceOf(QueueError);
-    const c = await tableCounts(direct.client);
+    const c = await tableCounts(clientOf(direct));
     const acks = results.slice(0, 5).filter((r) => r.status === "fulfilled").length;
     const pubs = results.slice(5).filter((r) => r.status === "fulfilled").length;
     expect(c.messages).toBe(5 - acks + pubs);
@@ -360,7 +361,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     proxy.clear();
     // The lost claim holds the group until its visibility ends, and not longer.
     const stranded = (
-      await direct.client.execute(
+      await clientOf(direct).execute(
         "SELECT seq, lock_expiry, unixepoch('subsec') AS now FROM messages WHERE locked_by IS NOT NULL",
       )
     ).rows;
@@ -382,7 +383,7 @@ describe("through a loopback proxy that cuts, drops and delays", () => {
     // The library resends the same batch; it must not lease a second message under the same token.
     const got = await t.claimMany("w", 0.5, 1);
     expect(got.length).toBeLessThanOrEqual(1);
-    const leased = (await direct.client.execute("SELECT count(*) AS n FROM messages WHERE locked_by = 'w'")).rows[0];
+    const leased = (await clientOf(direct).execute("SELECT count(*) AS n FROM messages WHERE locked_by = 'w'")).rows[0];
     expect(Number(leased?.n)).toBe(1);
     await sleep(700);
     const all = await t.claimMany<number>("w2", 30, 2);
@@ -552,9 +553,9 @@ describe("64 concurrent writers against one sqld", () => {
         Math.round(durations[Math.min(durations.length - 1, Math.floor(p * durations.length))] ?? 0);
       const stats = transports.reduce(
         (acc, t) => ({
-          batches: acc.batches + t.writeStats.batches,
-          retries: acc.retries + t.writeStats.retries,
-          busy: acc.busy + t.writeStats.busy,
+          batches: acc.batches + writeStatsOf(t).batches,
+          retries: acc.retries + writeStatsOf(t).retries,
+          busy: acc.busy + writeStatsOf(t).busy,
         }),
         { batches: 0, retries: 0, busy: 0 },
       );
@@ -582,8 +583,8 @@ describe("64 concurrent writers against one sqld", () => {
       ).toEqual([]);
       expect(acked.size).toBe(published.size);
       expect(published.size).toBe(64 * OPS + 64 * Math.ceil(OPS / 5) * 4);
-      expect(await tableCounts(drain.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
-      await checkInvariants(drain.client);
+      expect(await tableCounts(clientOf(drain))).toMatchObject({ messages: 0, groups: 0, leased: 0 });
+      await checkInvariants(clientOf(drain));
       for (const t of [...transports, drain]) t.close();
     },
     60_000 + envInt("TRUST_CONTENTION_OPS", 10) * 6_000,
@@ -624,7 +625,7 @@ describe("sqld with JWT auth (Ed25519)", () => {
     const lease = (await t.claim("w", 30)) as Lease;
     expect(lease.seq).toBe(seq);
     await t.ack(lease);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
   });
 
@@ -649,13 +650,13 @@ describe("sqld with JWT auth (Ed25519)", () => {
 
   it("a read-only token can read but its writes fail with UNAUTHORIZED, storing nothing", async () => {
     const rw = await LibsqlTransport.create(sqld.url, { authToken: jwt({ a: "rw" }) });
-    await resetDatabase(rw.client);
+    await resetDatabase(clientOf(rw));
     const ro = await LibsqlTransport.create(sqld.url, { authToken: jwt({ a: "ro" }) });
     expect((await ro.stats()).ready).toBe(0);
     const err = await expectQueueError(ro.publish("g", 1), "UNAUTHORIZED");
     expect(err.message).toMatch(/403/);
-    expect(await tableCounts(rw.client)).toMatchObject({ messages: 0 });
-    await checkInvariants(rw.client);
+    expect(await tableCounts(clientOf(rw))).toMatchObject({ messages: 0 });
+    await checkInvariants(clientOf(rw));
     ro.close();
     rw.close();
   });

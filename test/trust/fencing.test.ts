@@ -3,6 +3,7 @@
  * Leases are made to lapse by giving them a visibility of a few hundred ms and waiting it out.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import type { Lease, LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, targets } from "../support/db.js";
 import { expectQueueError, sleep, tableCounts } from "../support/trust.js";
@@ -14,7 +15,7 @@ describe.each(targets)("fencing on $name", (target) => {
   let t: LibsqlTransport | undefined;
   afterEach(async () => {
     if (t) {
-      await checkInvariants(t.client);
+      await checkInvariants(clientOf(t));
       t.close();
       t = undefined;
     }
@@ -45,7 +46,7 @@ describe.each(targets)("fencing on $name", (target) => {
     expect(s.inFlight).toBe(1);
     expect(await t.claim("third", 30)).toBeNull();
     const row = (
-      await t.client.execute({ sql: "SELECT locked_by, lock_expiry FROM messages WHERE seq = ?", args: [seq] })
+      await clientOf(t).execute({ sql: "SELECT locked_by, lock_expiry FROM messages WHERE seq = ?", args: [seq] })
     ).rows[0];
     expect(row?.locked_by).toBe("fast-worker");
     expect(Number(row?.lock_expiry)).toBeCloseTo(fresh.expiresAt, 3);
@@ -55,7 +56,7 @@ describe.each(targets)("fencing on $name", (target) => {
     const next = (await t.claim("fast-worker", 30)) as Lease<{ n: number }>;
     expect(next.event).toEqual({ n: 2 });
     await t.ack(next);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
+    expect(await tableCounts(clientOf(t))).toMatchObject({ messages: 0, groups: 0, leased: 0 });
   });
 
   it("a lease that lapsed but was not re-claimed can still ack, nack and extend", async () => {
@@ -81,7 +82,7 @@ describe.each(targets)("fencing on $name", (target) => {
     expect(await t.claim("w2", 30)).toBeNull();
     await t.ack(other);
     await t.ack(revived);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, leased: 0 });
+    expect(await tableCounts(clientOf(t))).toMatchObject({ messages: 0, groups: 0, leased: 0 });
   });
 
   it("extend keeps a lease alive past its original expiry while another claimer is refused the group", async () => {
@@ -116,7 +117,7 @@ describe.each(targets)("fencing on $name", (target) => {
     await expectQueueError(t.extend(l1, 10), "LEASE_LOST");
     expect(await t.claim("w", 30)).toBeNull(); // parked blocks its group
     expect((await t.stats()).parked).toBe(1);
-    await t.client.execute("UPDATE messages SET lock_expiry = unixepoch('subsec') - 1"); // end the park
+    await clientOf(t).execute("UPDATE messages SET lock_expiry = unixepoch('subsec') - 1"); // end the park
     const l2 = (await t.claim("w", 30)) as Lease;
     expect(l2.attempts).toBe(2);
     await t.nack(l2); // freed at once
@@ -152,23 +153,23 @@ describe.each(targets)("fencing on $name", (target) => {
       reason: "max_attempts",
     });
     expect((await t.stats()).deadLetters).toBe(1);
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
 
     // The group moves on to its next message.
     const next = (await t.claim("w", 30)) as Lease;
     expect(next.event).toEqual({ ok: 1 });
     await t.ack(next);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 1 });
+    expect(await tableCounts(clientOf(t))).toMatchObject({ messages: 0, groups: 0, dead_letters: 1 });
 
     // Redrive: back at the tail of its group, with its priority and a fresh attempt count.
     const again = await t.redrive(poison);
     expect(again).toBeGreaterThan(poison);
     expect(await t.deadLetters()).toEqual([]);
-    await expectQueueError(t.redrive(poison), "LEASE_NOT_FOUND", "seq");
+    await expectQueueError(t.redrive(poison), "DEAD_LETTER_NOT_FOUND", "seq");
     const back = (await t.claim("w", 30, 2)) as Lease;
     expect(back).toMatchObject({ seq: again, groupId: "orders", event: { poison: true }, attempts: 1 });
     await t.ack(back);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
+    expect(await tableCounts(clientOf(t))).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
   });
 
   it("dead-letters a message whose leases keep lapsing, and a stale holder then gets LEASE_NOT_FOUND", async () => {
@@ -195,13 +196,13 @@ describe.each(targets)("fencing on $name", (target) => {
     await expectQueueError(t.ack(first), "LEASE_NOT_FOUND");
     await expectQueueError(t.ack(second), "LEASE_NOT_FOUND");
     await expectQueueError(t.extend(second, 10), "LEASE_NOT_FOUND");
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     await t.ack(third);
     expect(await t.claim("w3", 30)).toBeNull();
     // deleteDeadLetter drops it for good.
     expect(await t.deleteDeadLetter(seq)).toBe(true);
     expect(await t.deleteDeadLetter(seq)).toBe(false);
-    expect(await tableCounts(t.client)).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
+    expect(await tableCounts(clientOf(t))).toMatchObject({ messages: 0, groups: 0, dead_letters: 0, leased: 0 });
   });
 
   it("claimMany skips past several poison messages in one call", async () => {

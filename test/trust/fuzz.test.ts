@@ -8,6 +8,7 @@
 import { existsSync } from "node:fs";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, QueueError } from "../../src/index.js";
 import { checkInvariants, resetDatabase, targets, tempFile } from "../support/db.js";
 import { envInt, tableCounts } from "../support/trust.js";
@@ -217,9 +218,9 @@ describe.each(fuzzTargets)("hostile input on $name", (target) => {
   let liveRow: unknown;
   const runs = target.runs;
   const snapshot = async () => ({
-    counts: await tableCounts(t.client),
+    counts: await tableCounts(clientOf(t)),
     live: (
-      await t.client.execute({ sql: "SELECT locked_by, lock_expiry FROM messages WHERE seq = ?", args: [live.seq] })
+      await clientOf(t).execute({ sql: "SELECT locked_by, lock_expiry FROM messages WHERE seq = ?", args: [live.seq] })
     ).rows.map((r) => ({ ...r })),
   });
   const unchanged = async () => {
@@ -246,7 +247,7 @@ describe.each(fuzzTargets)("hostile input on $name", (target) => {
   });
   afterAll(async () => {
     await unchanged();
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
   });
 
@@ -404,14 +405,14 @@ describe.each(fuzzTargets)("hostile input on $name", (target) => {
             expect(lease.workerId).toBe(workerId);
             expect(lease.event).toEqual(JSON.parse(JSON.stringify(event)));
             const row = (
-              await t.client.execute({ sql: "SELECT group_id, locked_by FROM messages WHERE seq = ?", args: [seq] })
+              await clientOf(t).execute({ sql: "SELECT group_id, locked_by FROM messages WHERE seq = ?", args: [seq] })
             ).rows[0];
             expect(row?.group_id).toBe(groupId);
             expect(row?.locked_by).toBe(workerId);
             await t.ack(lease);
           } finally {
             // A failed run must not leave its group blocked for the next one.
-            await t.client.execute({ sql: "DELETE FROM messages WHERE seq = ?", args: [seq] });
+            await clientOf(t).execute({ sql: "DELETE FROM messages WHERE seq = ?", args: [seq] });
           }
         },
       ),
@@ -429,10 +430,10 @@ describe.each(fuzzTargets)("hostile input on $name", (target) => {
         const lease = (await t.claim("w", 30)) as Lease;
         expect(lease.seq).toBe(seq);
         await t.ack(lease);
-        const key2 = (await t.client.execute({ sql: "SELECT key FROM tq_idempotency WHERE key = ?", args: [key] }))
+        const key2 = (await clientOf(t).execute({ sql: "SELECT key FROM tq_idempotency WHERE key = ?", args: [key] }))
           .rows[0];
         expect(key2?.key).toBe(key);
-        await t.client.execute({ sql: "DELETE FROM tq_idempotency WHERE key = ?", args: [key] });
+        await clientOf(t).execute({ sql: "DELETE FROM tq_idempotency WHERE key = ?", args: [key] });
       }),
       { numRuns: Math.max(5, Math.floor(runs / 2)) },
     );
@@ -475,7 +476,7 @@ describe("hostile options to LibsqlTransport.create", () => {
 
   it("a fresh queue on a file stays empty and consistent after every refused call", async () => {
     const t = await LibsqlTransport.create(`file:${tempFile()}`);
-    await resetDatabase(t.client);
+    await resetDatabase(clientOf(t));
     await fc.assert(
       fc.asyncProperty(badId, badEvent, async (g, e) => {
         await expectInvalid(() => t.publish(g as string, e), "groupId");
@@ -483,7 +484,7 @@ describe("hostile options to LibsqlTransport.create", () => {
       }),
       { numRuns: RUNS },
     );
-    expect(await tableCounts(t.client)).toEqual({
+    expect(await tableCounts(clientOf(t))).toEqual({
       messages: 0,
       groups: 0,
       leased: 0,
@@ -491,7 +492,7 @@ describe("hostile options to LibsqlTransport.create", () => {
       idempotency: 0,
       publishers: 0,
     });
-    await checkInvariants(t.client);
+    await checkInvariants(clientOf(t));
     t.close();
   });
 });

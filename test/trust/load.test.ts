@@ -7,7 +7,8 @@
  * FIFO in every group, and the database's invariants afterwards.
  */
 import { describe, expect, inject, it } from "vitest";
-import { startSqld } from "../../scripts/sqld.js";
+import { startSqld } from "../../scripts/support/sqld.js";
+import { clientOf, writeStatsOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, QueueError } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { envInt, report, sleep, tableCounts } from "../support/trust.js";
@@ -53,7 +54,7 @@ describe.each(RUNS)(
         // sqld's writes (see test/trust/repro/sqld-stall.ts). The call budget still bounds every call.
         const opts = { requestTimeoutMs: 60_000, timeoutMs: 120_000 };
         const admin = await LibsqlTransport.create(url, opts);
-        await resetDatabase(admin.client);
+        await resetDatabase(clientOf(admin));
         const transports = await Promise.all(
           Array.from({ length: TRANSPORTS }, () =>
             LibsqlTransport.create(url, { ...opts, maxInFlight: MAX_IN_FLIGHT }),
@@ -128,7 +129,7 @@ describe.each(RUNS)(
 
         const progress = setInterval(() => {
           if (process.env.TRUST_VERBOSE) {
-            const w = transports.map((t) => t.writeStats);
+            const w = transports.map((t) => writeStatsOf(t));
             console.log(
               `[load +${Math.round(performance.now() - started)} ms] published ${published.size} acked ${ackedAt.size} errors ${JSON.stringify(errors)} writes ${JSON.stringify(w[0])}`,
             );
@@ -185,10 +186,10 @@ describe.each(RUNS)(
         const redelivered = [...claimsOf.values()].filter((n) => n > 1).length;
         const w = transports.reduce(
           (a, t) => ({
-            batches: a.batches + t.writeStats.batches,
-            writes: a.writes + t.writeStats.writes,
-            retries: a.retries + t.writeStats.retries,
-            busy: a.busy + t.writeStats.busy,
+            batches: a.batches + writeStatsOf(t).batches,
+            writes: a.writes + writeStatsOf(t).writes,
+            retries: a.retries + writeStatsOf(t).retries,
+            busy: a.busy + writeStatsOf(t).busy,
           }),
           { batches: 0, writes: 0, retries: 0, busy: 0 },
         );
@@ -208,13 +209,13 @@ describe.each(RUNS)(
           writesPerBatch: Math.round((w.writes / Math.max(1, w.batches)) * 10) / 10,
         });
 
-        expect(await tableCounts(admin.client)).toMatchObject({
+        expect(await tableCounts(clientOf(admin))).toMatchObject({
           messages: 0,
           groups: 0,
           leased: 0,
           dead_letters: 0,
         });
-        await checkInvariants(admin.client);
+        await checkInvariants(clientOf(admin));
         for (const t of [...transports, admin]) t.close();
         await own?.stop();
       },

@@ -1,6 +1,6 @@
 /**
  * Load through the Worker: 64 concurrent claimers drain the queue over real HTTP from the Worker in
- * workerd (wrangler's dev server, scripts/worker.ts), which forwards to its QueueWriter Durable
+ * workerd (wrangler's dev server, scripts/support/worker.ts), which forwards to its QueueWriter Durable
  * Object, against the shared sqld. CI size by default (2,000 messages in 100 groups, then 400 in 8 hot groups);
  * `npm run test:soak` runs 10,000. Knobs: TRUST_WORKER_MESSAGES, TRUST_WORKER_CLAIMERS,
  * TRUST_WORKER_SECONDS.
@@ -10,7 +10,8 @@
  * group, no error answer at all, and the database's invariants afterwards.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { type RunningWorker, startWorker } from "../../scripts/worker.js";
+import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
+import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { envInt, report, sleep, tableCounts } from "../support/trust.js";
@@ -32,7 +33,7 @@ let admin: LibsqlTransport;
 
 beforeAll(async () => {
   admin = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(admin.client);
+  await resetDatabase(clientOf(admin));
   worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: TOKEN });
 }, 120_000);
 
@@ -69,7 +70,7 @@ describe.each(RUNS)(
   `worker load ($name): ${CLAIMERS} claimers, $MESSAGES messages in $GROUPS groups`,
   ({ name, MESSAGES, GROUPS }) => {
     it("none lost, none twice, one lease per group, FIFO", { timeout: (SECONDS + 60) * 1000 }, async () => {
-      await resetDatabase(admin.client);
+      await resetDatabase(clientOf(admin));
       const started = performance.now();
       const published = new Map<number, { groupId: string; rank: number }>();
       for (let i = 0; i < MESSAGES; i += 1000) {
@@ -125,7 +126,7 @@ describe.each(RUNS)(
       const dbOverlaps: unknown[] = [];
       const watcher = (async () => {
         while (watching) {
-          const rs = await admin.client.execute(`SELECT group_id, count(*) AS live FROM messages
+          const rs = await clientOf(admin).execute(`SELECT group_id, count(*) AS live FROM messages
           WHERE locked_by IS NOT NULL AND locked_by <> '__parked__' AND lock_expiry >= unixepoch('subsec')
           GROUP BY group_id HAVING count(*) > 1`);
           dbOverlaps.push(...rs.rows.map((r) => ({ ...r })));
@@ -160,8 +161,8 @@ describe.each(RUNS)(
         });
       }
       expect(violations.slice(0, 20)).toEqual([]);
-      await checkInvariants(admin.client);
-      const left = await tableCounts(admin.client);
+      await checkInvariants(clientOf(admin));
+      const left = await tableCounts(clientOf(admin));
       expect([left.messages, left.groups, left.leased, left.dead_letters]).toEqual([0, 0, 0, 0]);
 
       report(`worker load ${name}`, {

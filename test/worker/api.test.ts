@@ -166,7 +166,7 @@ describe("happy paths", () => {
     const re = await post("/v1/dead-letters/1/redrive");
     expect(re.status).toBe(201);
     expect(re.body).toEqual({ seq: 3 });
-    expectError(await post("/v1/dead-letters/1/redrive"), 404, "NOT_FOUND", "seq");
+    expectError(await post("/v1/dead-letters/1/redrive"), 404, "DEAD_LETTER_NOT_FOUND", "seq");
     const c = await post("/v1/claims", claimBody);
     expect(c.body).toMatchObject({ seq: 3, group_id: "p", event: "poison", attempts: 1 });
 
@@ -176,7 +176,7 @@ describe("happy paths", () => {
     }
     const del = await api("/v1/dead-letters/3", { method: "DELETE" });
     expect(del.status).toBe(204);
-    expectError(await api("/v1/dead-letters/3", { method: "DELETE" }), 404, "NOT_FOUND");
+    expectError(await api("/v1/dead-letters/3", { method: "DELETE" }), 404, "DEAD_LETTER_NOT_FOUND");
     expect((await api("/v1/stats")).body.dead_letters).toBe(0);
   });
 });

@@ -11,9 +11,9 @@
  */
 import { createServer } from "node:http";
 import type { TestProject } from "vitest/node";
-import { startSqld } from "../../scripts/sqld.js";
-import { startConsumer } from "../support/consumer.js";
-import { startProxy } from "../support/proxy.js";
+import { startConsumer } from "../../scripts/support/consumer.js";
+import { startProxy } from "../../scripts/support/proxy.js";
+import { startSqld } from "../../scripts/support/sqld.js";
 
 import type {} from "./provided.js";
 

@@ -2,15 +2,15 @@
  * Push delivery through the real QueueWriter inside workerd, to a consumer on 127.0.0.1
  * (test/worker/global-setup.ts): signed deliveries acked, the alarm (stored by the object, so it outlives an eviction), the
  * cron that wakes the writer, delete. (Retries, backoff, hanging consumers, max_in_flight and FIFO
- * under load: test/app/pusher.test.ts, on the same pusher in Node.)
+ * under load: test/app/writer/pusher.test.ts, on the same pusher in Node.)
  */
 
 import { createScheduledController, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
-import type { PushDelivery } from "../../src/app/writer/pusher.js";
-import { verifySignature } from "../../src/client/signature.js";
+import { verifySignature } from "../../src/contract/signature.js";
 import type * as T from "../../src/contract/types.js";
+import type { PushDelivery } from "../../src/contract/types.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import worker from "../../src/worker.js";
 import { waitFor } from "../support/wait.js";

@@ -4,12 +4,13 @@
  * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
-import { page } from "./html.js";
+import { esc, page } from "./html.js";
 
-export const DASHBOARD_HTML = page(
-  "turso-queue dashboard",
-  `<header><h1>turso-queue <small>dashboard</small></h1>
-<nav class="links"><a href="/docs">API docs</a><button id="signout" type="button" hidden>Forget token</button></nav></header>
+export const dashboardHtml = (base: string) =>
+  page(
+    "turso-queue dashboard",
+    `<header><h1>turso-queue <small>dashboard</small></h1>
+<nav class="links"><a href="${esc(base)}/docs">API docs</a><button id="signout" type="button" hidden>Forget token</button></nav></header>
 <div class="dash">
 <form id="login" class="login" hidden>
   <h2>Bearer token</h2>
@@ -41,8 +42,9 @@ export const DASHBOARD_HTML = page(
 </div>
 <noscript><p class="error">The dashboard needs JavaScript.</p></noscript>
 </div>`,
-  "/assets/dashboard.js",
-);
+    base,
+    "/assets/dashboard.js",
+  );
 
 /** The browser side. Every value from the API is put in the page as text (textContent), never as HTML. */
 export const DASHBOARD_JS = `"use strict";
@@ -59,6 +61,8 @@ export const DASHBOARD_JS = `"use strict";
     ["subscriptions", "push subscriptions"],
   ];
   const $ = (id) => document.getElementById(id);
+  // Where the app is mounted ("" at the root): every API path starts there.
+  const BASE = document.body.dataset.base || "";
   let timer;
   let loading = false;
 
@@ -67,7 +71,7 @@ export const DASHBOARD_JS = `"use strict";
   class Unauthorized extends Error {}
 
   async function api(path, method = "GET") {
-    const res = await fetch(path, { method, headers: { authorization: "Bearer " + token() }, cache: "no-store" });
+    const res = await fetch(BASE + path, { method, headers: { authorization: "Bearer " + token() }, cache: "no-store" });
     const text = await res.text();
     let body = null;
     try {

@@ -90,7 +90,7 @@ function operationHtml(method: string, path: string, op: Json): string {
     return `<div class="response ${isError ? "failure" : "ok"}"><h5>${esc(status)}</h5>${md(res.description)}${headers ? `<ul>${headers}</ul>` : ""}${isError ? "" : table(["field", "type", "", "meaning"], fieldRows(m?.schema as Schema))}${example(m?.example)}</div>`;
   });
   const auth =
-    (op.security as unknown[]).length > 0
+    ((op.security as unknown[] | undefined) ?? []).length > 0
       ? `<p class="auth">Needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p>`
       : "";
   return `<section class="op" id="${esc(String(op.operationId))}">
@@ -100,12 +100,17 @@ ${params.length ? `<h4>Parameters</h4>${table(["name", "in", "type", "", "meanin
 ${bodyHtml}<h4>Answers</h4>${responses.join("")}</section>`;
 }
 
-export function docsPage(doc: Json): string {
+export function docsPage(doc: Json, base: string): string {
   const info = doc.info as Json;
   const ops: Array<{ tag: string; method: string; path: string; op: Json }> = [];
   for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Json>>)) {
     for (const [method, op] of Object.entries(item))
       ops.push({ tag: (op.tags as string[])[0] as string, method, path, op });
+  }
+  // What the queue sends, not what it answers: shown under its tag, addressed to the subscriber's URL.
+  for (const item of Object.values((doc.webhooks ?? {}) as Record<string, Record<string, Json>>)) {
+    for (const [method, op] of Object.entries(item))
+      ops.push({ tag: (op.tags as string[])[0] as string, method, path: "<subscription url>", op });
   }
   const tags = doc.tags as Array<{ name: string; description: string }>;
   const toc = tags
@@ -132,7 +137,8 @@ export function docsPage(doc: Json): string {
   return page(
     `${String(info.title)} API`,
     `<header><h1>${esc(String(info.title))} <small>API ${esc(String(info.version))}</small></h1>
-<nav class="links"><a href="/openapi.json">openapi.json</a> <a href="/dashboard">dashboard</a></nav></header>
+<nav class="links"><a href="${esc(base)}/openapi.json">openapi.json</a> <a href="${esc(base)}/dashboard">dashboard</a></nav></header>
 <div class="docs"><aside><ul class="toc">${toc}</ul></aside><main>${md(info.description)}${sections}</main></div>`,
+    base,
   );
 }

@@ -4,11 +4,26 @@ export function esc(text: string): string {
   return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
-export function page(title: string, body: string, script?: string): string {
+/**
+ * A page of the app mounted at `base` ("" at the root, "/queue" under `app.route("/queue", ...)`):
+ * every link in it is built from `base`, and the body carries it (`data-base`) for the dashboard's
+ * script, so that the pages work wherever the app is mounted.
+ */
+export function page(title: string, body: string, base: string, script?: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(title)}</title><link rel="stylesheet" href="/assets/style.css"></head>
-<body>${body}${script ? `<script src="${esc(script)}"></script>` : ""}</body></html>`;
+<title>${esc(title)}</title><link rel="stylesheet" href="${esc(base)}/assets/style.css"></head>
+<body data-base="${esc(base)}">${body}${script ? `<script src="${esc(base + script)}"></script>` : ""}</body></html>`;
+}
+
+/**
+ * Where the app is mounted, from a request to one of its routes: the request's path less the
+ * route's own (`/queue/dashboard` for `/dashboard` is mounted at `/queue`).
+ */
+export function mountOf(pathname: string, routePath: string): string {
+  const own = routePath === "/" ? "" : routePath;
+  const base = pathname.endsWith(own) ? pathname.slice(0, pathname.length - own.length) : "";
+  return base.replace(/\/+$/, "");
 }
 
 /**

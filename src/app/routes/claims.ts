@@ -2,10 +2,10 @@
 import { type Context, Hono } from "hono";
 import { ClaimAnswer, ClaimBody } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import type { Lease } from "../../core/transport.js";
-import { leaseAnswer } from "../answers.js";
-import type { AppEnv } from "../app.js";
+import { leaseToWire } from "../../contract/wire.js";
+import type { Lease } from "../../core/types.js";
 import { type ClaimInput, claimWithAcks } from "../claiming.js";
+import type { AppEnv } from "../context.js";
 import { badRequest } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
@@ -63,9 +63,9 @@ export function claimAnswer(
 ) {
   if (body.max === undefined) {
     const [lease] = got.leases;
-    return lease ? c.json(leaseAnswer(lease) satisfies T.Lease, 200) : c.body(null, 204);
+    return lease ? c.json(leaseToWire(lease) satisfies T.Lease, 200) : c.body(null, 204);
   }
-  const answer: T.LeaseList = { leases: got.leases.map(leaseAnswer) };
+  const answer: T.LeaseList = { leases: got.leases.map(leaseToWire) };
   if (got.acks) answer.acks = got.acks;
   return c.json(answer, 200);
 }

@@ -2,9 +2,10 @@
 import { Hono } from "hono";
 import { DeadLetterPage, DeadLetterPath, DeadLetterQuery, NoBody, RedriveAnswer } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
+import { DEAD_LETTER_PAGE } from "../../rules.js";
 import { deadLetterPage } from "../answers.js";
-import type { AppEnv } from "../app.js";
-import { notFound } from "../errors.js";
+import type { AppEnv } from "../context.js";
+import { HttpError } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
 export const listDeadLetters = defineRoute({
@@ -48,7 +49,7 @@ export const redrive = defineRoute({
   auth: true,
   request: { params: DeadLetterPath, body: { schema: NoBody, required: false } },
   responses: { 201: { description: "Back in the queue.", schema: RedriveAnswer, example: { seq: 12 } } },
-  errors: ["NOT_FOUND"],
+  errors: ["DEAD_LETTER_NOT_FOUND"],
 });
 
 export const deleteDeadLetter = defineRoute({
@@ -60,7 +61,7 @@ export const deleteDeadLetter = defineRoute({
   auth: true,
   request: { params: DeadLetterPath },
   responses: { 204: { description: "Deleted." } },
-  errors: ["NOT_FOUND"],
+  errors: ["DEAD_LETTER_NOT_FOUND"],
 });
 
 export const deadLetters = new Hono<AppEnv>();
@@ -70,24 +71,20 @@ handle(deadLetters, listDeadLetters, async (c) => {
   const page = await deadLetterPage(await c.var.queue(), {
     groupId: q.group_id,
     afterSeq: q.after_seq ?? 0,
-    limit: q.limit ?? 100,
+    limit: q.limit ?? DEAD_LETTER_PAGE.default,
   });
   return c.json(page satisfies T.DeadLetterPage, 200);
 });
 
 handle(deadLetters, redrive, async (c) => {
-  const { seq } = c.req.valid("param");
-  try {
-    const newSeq = await (await c.var.queue()).redrive(seq);
-    return c.json({ seq: newSeq } satisfies T.RedriveAnswer, 201);
-  } catch (e) {
-    if ((e as { code?: unknown }).code === "LEASE_NOT_FOUND") throw notFound(`seq: no dead letter ${seq}`);
-    throw e;
-  }
+  const newSeq = await (await c.var.queue()).redrive(c.req.valid("param").seq);
+  return c.json({ seq: newSeq } satisfies T.RedriveAnswer, 201);
 });
 
 handle(deadLetters, deleteDeadLetter, async (c) => {
   const { seq } = c.req.valid("param");
-  if (!(await (await c.var.queue()).deleteDeadLetter(seq))) throw notFound(`seq: no dead letter ${seq}`);
+  if (!(await (await c.var.queue()).deleteDeadLetter(seq))) {
+    throw new HttpError(404, "DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`);
+  }
   return c.body(null, 204);
 });

@@ -2,7 +2,7 @@
 import type { RouteSpec } from "../route.js";
 import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
-import { ack, extend, nack } from "./leases.js";
+import { ack, extend, nack, release } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { groups, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
@@ -13,6 +13,7 @@ export const API_ROUTES: readonly RouteSpec[] = [
   claim,
   ack,
   nack,
+  release,
   extend,
   putSubscription,
   listSubscriptions,

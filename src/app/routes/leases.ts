@@ -1,10 +1,11 @@
-/** A lease's life: ack (done), nack (give back, optionally parked), extend (heartbeat). */
+/** A lease's life: ack (done), nack (give back, optionally parked), release (give back unspent), extend (heartbeat). */
 import { Hono } from "hono";
 import { ExtendAnswer, ExtendBody, LeasePath, NackBody, NoBody } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import type { Lease } from "../../core/transport.js";
-import { extendAnswer } from "../answers.js";
-import type { AppEnv } from "../app.js";
+import { extendToWire } from "../../contract/wire.js";
+import type { Lease } from "../../core/types.js";
+import { DEFAULT_MAX_ATTEMPTS } from "../../rules.js";
+import type { AppEnv } from "../context.js";
 import { defineRoute, handle } from "../route.js";
 
 const fenced =
@@ -29,7 +30,7 @@ export const nack = defineRoute({
   operationId: "nack",
   tag: "Consume",
   summary: "Nack: give the message back, now or after a delay",
-  description: `Frees the message for a new delivery, or with \`delay\` > 0 parks it (blocking its group) that long. The delivery that used the last attempt (5) moves it to the dead letters. ${fenced}`,
+  description: `Frees the message for a new delivery, or with \`delay\` > 0 parks it (blocking its group) that long. The nack of its last attempt (the ${DEFAULT_MAX_ATTEMPTS}th delivery) moves it to the dead letters. ${fenced}`,
   auth: true,
   request: { params: LeasePath, body: { schema: NackBody, required: false, example: { delay: 10 } } },
   responses: {
@@ -43,6 +44,19 @@ export const nack = defineRoute({
       },
     },
   },
+  errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
+});
+
+export const release = defineRoute({
+  method: "post",
+  path: "/v1/leases/{lease_id}/release",
+  operationId: "release",
+  tag: "Consume",
+  summary: "Release: give the message back unhandled",
+  description: `The message is claimable again at once, and this delivery is not counted among its attempts: for a consumer that is stopping, or took more than it will handle. (A nack counts the attempt.) ${fenced}`,
+  auth: true,
+  request: { params: LeasePath, body: { schema: NoBody, required: false } },
+  responses: { 204: { description: "Given back." } },
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
 });
 
@@ -78,9 +92,14 @@ handle(leases, nack, async (c) => {
   return c.body(null, 204, { "Dead-Lettered": String(deadLettered) });
 });
 
+handle(leases, release, async (c) => {
+  await (await c.var.queue()).release(c.req.valid("param").lease_id);
+  return c.body(null, 204);
+});
+
 handle(leases, extend, async (c) => {
   const { lease_id } = c.req.valid("param");
   // extend() only reads the lease's id; the HTTP API holds nothing else of it.
   const extended = await (await c.var.queue()).extend({ id: lease_id } as Lease, c.req.valid("json").visibility);
-  return c.json(extendAnswer(extended) satisfies T.ExtendAnswer, 200);
+  return c.json(extendToWire(extended) satisfies T.ExtendAnswer, 200);
 });

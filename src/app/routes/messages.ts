@@ -9,7 +9,8 @@ import {
   PublishBody,
 } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import type { AppEnv } from "../app.js";
+import { publishInputFromWire } from "../../contract/wire.js";
+import type { AppEnv } from "../context.js";
 import { defineRoute, handle } from "../route.js";
 
 export const publishOne = defineRoute({
@@ -68,7 +69,6 @@ handle(messages, publishOne, async (c) => {
 handle(messages, publishBatch, async (c) => {
   const list = c.req.valid("json").messages;
   const key = c.req.valid("header")["Idempotency-Key"];
-  const inputs = list.map((m) => ({ groupId: m.group_id, event: m.event, priority: m.priority ?? 0, delay: m.delay }));
-  const seqs = await (await c.var.queue()).publishMany(inputs, { idempotencyKey: key });
+  const seqs = await (await c.var.queue()).publishMany(list.map(publishInputFromWire), { idempotencyKey: key });
   return c.json({ seqs } satisfies T.PublishBatchAnswer, 201);
 });

@@ -3,14 +3,14 @@
  * the dashboard and their two assets, and `/` pointing at them. Served by the edge app as well, so
  * none of it reaches the queue's writer.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { Health } from "../../contract/schemas.js";
 import { VERSION } from "../../version.js";
-import type { AppEnv } from "../app.js";
+import type { AppEnv } from "../context.js";
 import { openApiDocument } from "../openapi.js";
-import { DASHBOARD_HTML, DASHBOARD_JS } from "../pages/dashboard.js";
+import { DASHBOARD_JS, dashboardHtml } from "../pages/dashboard.js";
 import { docsPage } from "../pages/docs.js";
-import { PAGE_HEADERS, page } from "../pages/html.js";
+import { esc, mountOf, PAGE_HEADERS, page } from "../pages/html.js";
 import { STYLE_CSS } from "../pages/style.js";
 import { defineRoute, handle, type RouteSpec } from "../route.js";
 import { API_ROUTES } from "./index.js";
@@ -68,33 +68,60 @@ export const dashboardAsset = asset("/assets/dashboard.js", "dashboardAsset", "t
 
 export const PAGE_ROUTES: readonly RouteSpec[] = [home, healthz, openapi, docs, dashboard, styleAsset, dashboardAsset];
 
-let documentCache: Record<string, unknown> | undefined;
-let docsCache: string | undefined;
+/** Built on first use (not at startup), once per isolate and mount point. */
+const built = new Map<string, { doc?: Record<string, unknown>; docs?: string; home?: string; dashboard?: string }>();
 
-/** Built on first use (not at startup), once per isolate. */
-export function document(): Record<string, unknown> {
-  documentCache ??= openApiDocument([...API_ROUTES, ...PAGE_ROUTES], VERSION);
-  return documentCache;
+function cacheFor(base: string) {
+  let entry = built.get(base);
+  if (entry === undefined) {
+    // A handful of mount points at most; never let a stream of odd paths grow it without bound.
+    if (built.size >= 16) built.clear();
+    entry = {};
+    built.set(base, entry);
+  }
+  return entry;
 }
 
-const HOME = page(
-  "turso-queue",
-  `<header><h1>turso-queue</h1></header><div class="dash"><p>A durable message queue with per-group exclusivity, on Turso/libSQL.</p>
-<ul><li><a href="/docs">API docs</a></li><li><a href="/dashboard">Dashboard</a></li>
-<li><a href="/openapi.json">openapi.json</a></li><li><a href="/healthz">healthz</a></li></ul>
-<p>The API lives under <code>/v1</code> and needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p></div>`,
-);
+/** The OpenAPI document for the app mounted at `base`. */
+export function document(base = ""): Record<string, unknown> {
+  const entry = cacheFor(base);
+  entry.doc ??= openApiDocument([...API_ROUTES, ...PAGE_ROUTES], VERSION, base);
+  return entry.doc;
+}
+
+const homeHtml = (base: string) =>
+  page(
+    "turso-queue",
+    `<header><h1>turso-queue</h1></header><div class="dash"><p>A durable message queue with per-group exclusivity, on Turso/libSQL.</p>
+<ul><li><a href="${esc(base)}/docs">API docs</a></li><li><a href="${esc(base)}/dashboard">Dashboard</a></li>
+<li><a href="${esc(base)}/openapi.json">openapi.json</a></li><li><a href="${esc(base)}/healthz">healthz</a></li></ul>
+<p>The API lives under <code>${esc(base)}/v1</code> and needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p></div>`,
+    base,
+  );
 
 export const pages = new Hono<AppEnv>();
 
-handle(pages, home, (c) => c.html(HOME, 200, PAGE_HEADERS));
-handle(pages, healthz, (c) => c.json({ status: "ok" } as const, 200));
-handle(pages, openapi, (c) => c.json(document(), 200, { "Access-Control-Allow-Origin": "*" }));
-handle(pages, docs, (c) => {
-  docsCache ??= docsPage(document());
-  return c.html(docsCache, 200, PAGE_HEADERS);
+const mount = (c: Context, route: RouteSpec) => mountOf(new URL(c.req.url).pathname, route.path);
+
+handle(pages, home, (c) => {
+  const entry = cacheFor(mount(c, home));
+  entry.home ??= homeHtml(mount(c, home));
+  return c.html(entry.home, 200, PAGE_HEADERS);
 });
-handle(pages, dashboard, (c) => c.html(DASHBOARD_HTML, 200, PAGE_HEADERS));
+handle(pages, healthz, (c) => c.json({ status: "ok" } as const, 200));
+handle(pages, openapi, (c) => c.json(document(mount(c, openapi)), 200, { "Access-Control-Allow-Origin": "*" }));
+handle(pages, docs, (c) => {
+  const base = mount(c, docs);
+  const entry = cacheFor(base);
+  entry.docs ??= docsPage(document(base), base);
+  return c.html(entry.docs, 200, PAGE_HEADERS);
+});
+handle(pages, dashboard, (c) => {
+  const base = mount(c, dashboard);
+  const entry = cacheFor(base);
+  entry.dashboard ??= dashboardHtml(base);
+  return c.html(entry.dashboard, 200, PAGE_HEADERS);
+});
 handle(pages, styleAsset, (c) =>
   c.body(STYLE_CSS, 200, { ...PAGE_HEADERS, "Content-Type": "text/css; charset=utf-8" }),
 );

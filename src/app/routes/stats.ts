@@ -2,8 +2,8 @@
 import { Hono } from "hono";
 import { GroupList, GroupsQuery, Stats } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import { groupAnswer, statsAnswer } from "../answers.js";
-import type { AppEnv } from "../app.js";
+import { groupToWire, statsToWire } from "../../contract/wire.js";
+import type { AppEnv } from "../context.js";
 import { defineRoute, handle } from "../route.js";
 
 export const stats = defineRoute({
@@ -13,7 +13,7 @@ export const stats = defineRoute({
   tag: "Inspect",
   summary: "Queue counters",
   description:
-    "One read. `ready + waiting + in_flight + parked` is every message in the queue. Reads every message's index entry once (Turso bills them as rows read): poll it, do not hammer it.",
+    "One read. `ready + waiting + in_flight + parked + delayed` is every message in the queue. Counted from the table sizes and the live leases: it reads a few rows per page of the tables and per live lease, never every message.",
   auth: true,
   responses: {
     200: {
@@ -40,7 +40,7 @@ export const groups = defineRoute({
   tag: "Inspect",
   summary: "Groups worth watching",
   description:
-    "Groups whose first message holds a lease, a park or a delay (newest first), then the next groups in round-robin order; each with its messages counted up to 1,000. Reads at most about `limit` × 1,000 rows, whatever the depth of the queue.",
+    "Groups whose first message holds a live lease, a park or a delay (the latest to end first), then the next groups in round-robin order (the group claimed longest ago first); each with its messages counted up to 1,000. Reads at most about `limit` × 1,000 rows, whatever the depth of the queue.",
   auth: true,
   request: { query: GroupsQuery },
   responses: {
@@ -67,11 +67,10 @@ export const inspect = new Hono<AppEnv>();
 
 handle(inspect, stats, async (c) => {
   const s = await (await c.var.queue()).stats();
-  return c.json(statsAnswer(s) satisfies T.Stats, 200);
+  return c.json(statsToWire(s) satisfies T.Stats, 200);
 });
 
 handle(inspect, groups, async (c) => {
-  const limit = c.req.valid("query").limit ?? 20;
-  const list = await (await c.var.queue()).groups({ limit });
-  return c.json({ groups: list.map(groupAnswer) } satisfies T.GroupList, 200);
+  const list = await (await c.var.queue()).groups({ limit: c.req.valid("query").limit });
+  return c.json({ groups: list.map(groupToWire) } satisfies T.GroupList, 200);
 });

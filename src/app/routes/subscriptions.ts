@@ -1,9 +1,14 @@
-/** Push subscriptions: create or update, list, delete (the writer delivers them, src/app/writer/push.ts). */
+/** Push subscriptions: create or update, list, delete (the writer delivers them, src/app/writer/pusher.ts). */
 import { Hono } from "hono";
 import { SubscriptionAnswer, SubscriptionBody, SubscriptionList, SubscriptionPath } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import type { Subscription } from "../../core/subscriptions.js";
-import type { AppEnv } from "../app.js";
+import { subscriptionInputFromWire, subscriptionToWire } from "../../contract/wire.js";
+import {
+  listSubscriptions as list,
+  putSubscription as put,
+  deleteSubscription as remove,
+} from "../../core/subscriptions.js";
+import type { AppEnv } from "../context.js";
 import { notFound } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
@@ -67,35 +72,21 @@ export const deleteSubscription = defineRoute({
   errors: ["NOT_FOUND"],
 });
 
-const answerOf = (s: Subscription): T.Subscription => ({
-  name: s.name,
-  url: s.url,
-  min_priority: s.minPriority,
-  max_in_flight: s.maxInFlight,
-  visibility: s.visibility,
-});
-
 export const subscriptions = new Hono<AppEnv>();
 
 handle(subscriptions, putSubscription, async (c) => {
   const { name } = c.req.valid("param");
-  const b = c.req.valid("json");
-  const s = await (await c.var.queue()).putSubscription(name, {
-    url: b.url,
-    minPriority: b.min_priority,
-    maxInFlight: b.max_in_flight,
-    visibility: b.visibility,
-  });
-  return c.json({ ...answerOf(s), signing_secret: s.signingSecret } satisfies T.SubscriptionAnswer, 200);
+  const s = await put(await c.var.queue(), name, subscriptionInputFromWire(c.req.valid("json")));
+  return c.json({ ...subscriptionToWire(s), signing_secret: s.signingSecret } satisfies T.SubscriptionAnswer, 200);
 });
 
 handle(subscriptions, listSubscriptions, async (c) => {
-  const list = await (await c.var.queue()).subscriptions();
-  return c.json({ subscriptions: list.map(answerOf) } satisfies T.SubscriptionList, 200);
+  const all = await list(await c.var.queue());
+  return c.json({ subscriptions: all.map(subscriptionToWire) } satisfies T.SubscriptionList, 200);
 });
 
 handle(subscriptions, deleteSubscription, async (c) => {
   const { name } = c.req.valid("param");
-  if (!(await (await c.var.queue()).deleteSubscription(name))) throw notFound(`name: no subscription ${name}`);
+  if (!(await remove(await c.var.queue(), name))) throw notFound(`name: no subscription ${name}`);
   return c.body(null, 204);
 });

@@ -10,7 +10,7 @@
  */
 import type { AckOutcome } from "../../contract/types.js";
 import { QueueError, type QueueErrorCode, toQueueError } from "../../core/errors.js";
-import type { Lease } from "../../core/transport.js";
+import type { Lease } from "../../core/types.js";
 import type { ClaimInput } from "../claiming.js";
 
 export type Outcome<T> =

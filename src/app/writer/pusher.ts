@@ -7,32 +7,26 @@
  * (1 s doubling to 10 min, or the consumer's `Retry-After`); past the attempts the claim moves it to
  * the dead letters as for any consumer. Exclusivity and FIFO per group are the claim's, untouched.
  *
- * When it claims: after a write through this transport (a publish, an ack, a nack… including the
- * pusher's own, which is when a delivery slot frees up), and at `wakeAt` (the Durable Object's
- * alarm, so that deliveries resume after an eviction with no request arriving): the next lease
- * expiry, park end or delayed message the database knows of, or the safety re-check for writers
- * that bypass the Worker. A wake with nothing changed costs one probing claim, for the least picky
- * subscription, whatever their number.
+ * When it claims (src/app/writer/scheduler.ts): after a write through this transport (a publish,
+ * an ack, a nack… including the pusher's own, which is when a delivery slot frees up), and at
+ * `wakeAt` (the Durable Object's alarm, so that deliveries resume after an eviction with no request
+ * arriving): the next lease expiry, park end or delayed message the database knows of, or the
+ * safety re-check for writers that bypass the Worker. A wake with nothing changed costs one probing
+ * claim, for the least picky subscription, whatever their number.
  *
  * A slow consumer holds only its own slots: deliveries are never awaited by the claim path, and
  * each subscription gets at most its share of `maxConnections` (a Worker invocation opens about 6
  * connections at once; the rest wait, and the database's requests need some too).
  */
-import { SIGNATURE_HEADER, signPayload } from "../../client/signature.js";
-import type { Subscription } from "../../core/subscriptions.js";
-import type { Lease, LibsqlTransport } from "../../core/transport.js";
-import { msUntilDue } from "./due.js";
-
-/** What a consumer receives (JSON body of the POST). */
-export interface PushDelivery {
-  lease_id: string;
-  seq: number;
-  group_id: string;
-  event: unknown;
-  attempts: number;
-  expires_at: number;
-  subscription: string;
-}
+import { SIGNATURE_HEADER, signPayload } from "../../contract/signature.js";
+import { pushDeliveryToWire } from "../../contract/wire.js";
+import { type Backoff, backoff, retryAfterMs } from "../../core/backoff.js";
+import { internalsOf } from "../../core/internals.js";
+import { listSubscriptions, type StoredSubscription as Subscription } from "../../core/subscriptions.js";
+import type { LibsqlTransport } from "../../core/transport.js";
+import type { Lease } from "../../core/types.js";
+import { pushWorkerId } from "../../rules.js";
+import { type Ask, Scheduler } from "./scheduler.js";
 
 export interface PusherOptions {
   /** Longest the pusher goes without a claim while subscriptions exist (the safety re-check). */
@@ -60,27 +54,28 @@ export interface PushStats {
   released: number;
 }
 
-/** A failed delivery's retry delay in seconds: the consumer's Retry-After, or 1 s doubling per attempt up to 10 min. */
+/** A failed delivery's retry: 1 s doubling per attempt up to 10 min, or the consumer's `Retry-After` (up to a day), in seconds. */
 export function retryDelay(attempts: number, retryAfter: string | null, nowMs = Date.now()): number {
-  if (retryAfter !== null) {
-    const v = retryAfter.trim();
-    if (/^[0-9]{1,9}$/.test(v)) return Math.min(Number(v), MAX_RETRY_AFTER);
-    const at = Date.parse(v);
-    if (!Number.isNaN(at)) return Math.min(Math.max(0, Math.ceil((at - nowMs) / 1000)), MAX_RETRY_AFTER);
-  }
-  return Math.min(2 ** Math.max(0, attempts - 1), MAX_BACKOFF);
+  const asked = retryAfterMs(retryAfter, nowMs);
+  if (asked !== undefined) return Math.min(Math.ceil(asked / 1000), MAX_RETRY_AFTER);
+  return backoff(attempts, RETRY_S);
 }
 
-const MAX_BACKOFF = 600;
+const RETRY_S: Backoff = { initial: 1, max: 600 };
 /** A consumer may ask for a longer pause than the backoff's cap, up to a day. */
 const MAX_RETRY_AFTER = 86_400;
+
+/** A subscription with free slots, as one claim's worth. */
+interface PushAsk extends Ask {
+  sub: Subscription;
+}
 
 export class Pusher {
   readonly #queue: LibsqlTransport;
   readonly #recheckMs: number;
-  readonly #wakeAt: (atMs: number) => unknown;
   readonly #maxConnections: number;
   readonly #fetch: typeof fetch;
+  readonly #scheduler: Scheduler<PushAsk>;
   readonly #inFlight = new Map<string, number>();
   /**
    * Leases a consumer took with a 202, by message seq: each holds one of its subscription's
@@ -95,13 +90,7 @@ export class Pusher {
   /** The list must be read again before the next claim or delivery (a put or delete, a wake). */
   #stale = true;
   #reloading: Promise<void> | undefined;
-  #running: Promise<void> | undefined;
-  #isRunning = false;
-  #again: "full" | "probe" | undefined;
   #rotation = 0;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #wakeSetFor: number | undefined;
-  #stopped = false;
   readonly #unsubscribe: Array<() => void>;
   readonly stats: PushStats = { rounds: 0, claims: 0, posted: 0, acked: 0, accepted: 0, retried: 0, released: 0 };
 
@@ -110,28 +99,40 @@ export class Pusher {
     this.#recheckMs = options.recheckMs;
     this.#maxConnections = options.maxConnections ?? 4;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
-    this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
-    this.#unsubscribe = [
-      // With no subscription (and none being read) a write has nobody to push to: nothing to run.
-      queue.onChange((_change, seq) => {
-        if (seq !== undefined) {
+    this.#scheduler = new Scheduler<PushAsk>(
+      queue,
+      {
+        // With no subscription (and none being read) there is nobody to push to: nothing to run.
+        active: () => this.#subs.length > 0 || this.#stale || this.#reloading !== undefined,
+        prepare: () => this.#fresh(),
+        asks: () => this.#asks(),
+        took: (ask, got) => this.#took(ask, got),
+        woken: () => {
+          this.#stale = true;
+        },
+        changed: (_change, seq) => {
+          if (seq === undefined) return;
           this.#held.delete(seq);
           // A consumer may settle its lease before its 202 reaches us.
           if (this.#posting.has(seq)) this.#posting.set(seq, true);
-        }
-        if (this.#subs.length > 0 || this.#stale || this.#reloading) this.#kick("full");
-      }),
+        },
+      },
+      { name: "push", recheckMs: options.recheckMs, wakeAt: options.wakeAt, stats: this.stats },
+    );
+    this.#scheduler.listen();
+    const hooks = internalsOf(queue);
+    this.#unsubscribe = [
       // A consumer that took a lease with a 202 and extends it keeps its slot as long as the lease.
-      queue.onExtend((leaseId, seq, expiresAt) => {
+      hooks.onExtend((leaseId, seq, expiresAt) => {
         const held = this.#held.get(seq);
         if (held?.leaseId === leaseId) held.untilMs = expiresAt * 1000;
       }),
-      queue.onSubscriptionsChange(() => {
+      hooks.onSubscriptionsChange(() => {
         this.#stale = true;
         // Armed before the put or delete answers (a Durable Object holds its answer until the alarm
         // is stored): an eviction right after a subscription is made cannot leave it unserved.
-        void this.#arm(Date.now() + this.#recheckMs);
-        this.#kick("full");
+        void this.#scheduler.arm(Date.now() + this.#recheckMs);
+        void this.#scheduler.kick("write");
       }),
     ];
   }
@@ -141,75 +142,31 @@ export class Pusher {
    * Resolves once that round's deliveries have settled (each is bounded by its visibility).
    */
   async wake(): Promise<void> {
-    this.#wakeSetFor = undefined;
-    this.#stale = true;
-    this.#kick("probe");
-    await this.#running;
+    await this.#scheduler.wake();
     await Promise.allSettled([...this.#deliveries]);
   }
 
-  /** Stops claiming and waking; deliveries under way finish. */
+  /** Stops claiming, waking and listening to the transport; deliveries under way finish. */
   stop(): void {
-    this.#stopped = true;
-    for (const off of this.#unsubscribe) off();
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#scheduler.stop();
+    for (const off of this.#unsubscribe.splice(0)) off();
   }
 
   /** Resolves when no delivery is under way (tests, graceful shutdown). */
   async settled(): Promise<void> {
-    while (this.#deliveries.size > 0 || this.#isRunning) {
-      await Promise.allSettled([...this.#deliveries, this.#running]);
+    while (this.#deliveries.size > 0 || this.#scheduler.busy) {
+      await Promise.allSettled([...this.#deliveries, this.#scheduler.settled()]);
     }
   }
 
-  #kick(why: "full" | "probe"): void {
-    if (this.#stopped) return;
-    if (this.#again !== "full") this.#again = why;
-    if (!this.#isRunning) this.#running = this.#run();
-  }
-
-  async #run(): Promise<void> {
-    this.#isRunning = true;
-    try {
-      do {
-        await this.#rounds();
-        await this.#scheduleWake();
-      } while (this.#again !== undefined && !this.#stopped);
-    } finally {
-      this.#isRunning = false;
+  /** A claim's leases go out; a full answer says there may be more (for this one or the others). */
+  #took(ask: PushAsk, got: PromiseSettledResult<Lease[]>): boolean {
+    if (got.status === "rejected") {
+      console.error(`push: claim for subscription ${ask.sub.name} failed`, got.reason);
+      return false;
     }
-  }
-
-  async #rounds(): Promise<void> {
-    try {
-      while (this.#again !== undefined && !this.#stopped) {
-        const probe = this.#again === "probe";
-        this.#again = undefined;
-        await this.#fresh();
-        let asks = this.#asks();
-        if (asks.length === 0) continue;
-        // With nothing known to have changed, one claim for the least picky subscription tells whether any would find something.
-        if (probe) asks = [asks.reduce((a, b) => (b.sub.minPriority < a.sub.minPriority ? b : a))];
-        this.stats.rounds++;
-        this.stats.claims += asks.length;
-        // Submitted in one tick: the committer sends them in one batch.
-        const results = await Promise.allSettled(
-          asks.map((a) => this.#queue.claimMany(`push:${a.sub.name}`, a.sub.visibility, a.n, a.sub.minPriority)),
-        );
-        asks.forEach((a, i) => {
-          const r = results[i] as PromiseSettledResult<Lease[]>;
-          if (r.status === "rejected") {
-            console.error(`push: claim for subscription ${a.sub.name} failed`, r.reason);
-            return;
-          }
-          for (const lease of r.value) this.#deliver(a.sub, lease);
-          // A full answer, or a probe that found something: there may be more for the others.
-          if (r.value.length === a.n || (probe && r.value.length > 0)) this.#again = "full";
-        });
-      }
-    } catch (e) {
-      console.error("push: round failed", e);
-    }
+    for (const lease of got.value) this.#deliver(ask.sub, lease);
+    return got.value.length === ask.n;
   }
 
   /** Reads the list again when a put, delete or wake made it stale; callers meanwhile share one read. */
@@ -225,7 +182,7 @@ export class Pusher {
   async #reload(): Promise<void> {
     this.#stale = false;
     try {
-      this.#subs = await this.#queue.subscriptions();
+      this.#subs = await listSubscriptions(this.#queue);
     } catch (e) {
       this.#stale = true;
       throw e;
@@ -238,15 +195,22 @@ export class Pusher {
    * consumers): its `max_in_flight` less the deliveries awaiting an answer and the leases it holds
    * after a 202, within its share of the connections (a held lease holds no connection).
    */
-  #asks(): Array<{ sub: Subscription; n: number }> {
+  #asks(): PushAsk[] {
     const share = Math.max(1, Math.floor(this.#maxConnections / Math.max(1, this.#subs.length)));
     const subs = [...this.#subs.slice(this.#rotation), ...this.#subs.slice(0, this.#rotation)];
     const held = this.#heldBySub();
-    const asks: Array<{ sub: Subscription; n: number }> = [];
+    const asks: PushAsk[] = [];
     for (const sub of subs) {
       const posting = this.#inFlight.get(sub.name) ?? 0;
       const n = Math.min(sub.maxInFlight - (held.get(sub.name) ?? 0), share) - posting;
-      if (n > 0) asks.push({ sub, n });
+      if (n > 0)
+        asks.push({
+          sub,
+          n,
+          workerId: pushWorkerId(sub.name),
+          visibility: sub.visibility,
+          minPriority: sub.minPriority,
+        });
     }
     return asks;
   }
@@ -271,7 +235,7 @@ export class Pusher {
       if (freed) return;
       freed = true;
       this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 1) - 1);
-      this.#kick("full");
+      void this.#scheduler.kick("write");
     };
     const p = this.#post(sub, lease, free)
       .catch((e) => console.error(`push: delivery of lease ${lease.id} to ${sub.name} failed`, e))
@@ -291,16 +255,7 @@ export class Pusher {
       await this.#queue.release(lease);
       return;
     }
-    const delivery: PushDelivery = {
-      lease_id: lease.id,
-      seq: lease.seq,
-      group_id: lease.groupId,
-      event: lease.event,
-      attempts: lease.attempts,
-      expires_at: lease.expiresAt,
-      subscription: sub.name,
-    };
-    const body = JSON.stringify(delivery);
+    const body = JSON.stringify(pushDeliveryToWire(lease, sub.name));
     let answer: Response | undefined;
     this.stats.posted++;
     this.#posting.set(lease.seq, false);
@@ -338,35 +293,5 @@ export class Pusher {
     }
     free();
     await settle;
-  }
-
-  /** While subscriptions exist: at the next known due moment, or at the re-check, whichever is first. */
-  async #scheduleWake(): Promise<void> {
-    if (this.#stopped || this.#subs.length === 0) return;
-    await this.#arm(Date.now() + (await msUntilDue(this.#queue, this.#recheckMs)));
-  }
-
-  /** Asks to be woken at `at`, unless a wake is pending before it (an alarm set is a storage write). */
-  async #arm(at: number): Promise<void> {
-    if (this.#stopped) return;
-    if (this.#wakeSetFor !== undefined && this.#wakeSetFor > Date.now() && this.#wakeSetFor <= at) return;
-    this.#wakeSetFor = at;
-    try {
-      await this.#wakeAt(at);
-    } catch (e) {
-      this.#wakeSetFor = undefined;
-      console.error("push: could not set the next wake", e);
-    }
-  }
-
-  #timerAt(atMs: number): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(
-      () => {
-        this.#timer = undefined;
-        void this.wake();
-      },
-      Math.max(0, atMs - Date.now()),
-    );
   }
 }

@@ -3,11 +3,13 @@
  * real sqld: arrival order, each waiter's own floor, departures, and writes that bypass it.
  */
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
-import { Dispatcher } from "../../../src/app/writer/dispatcher.js";
+import { startProxy, type Proxy as TcpProxy } from "../../../scripts/support/proxy.js";
+import { Dispatcher, dispatcherFor, dispatchers } from "../../../src/app/writer/dispatcher.js";
+import { clientOf } from "../../../src/core/internals.js";
 import { type Lease, LibsqlTransport } from "../../../src/index.js";
 import { resetDatabase } from "../../support/db.js";
-import { startProxy, type Proxy as TcpProxy } from "../../support/proxy.js";
 import { waitFor } from "../../support/wait.js";
+import { countListeners } from "./listeners.js";
 
 let t: LibsqlTransport;
 let other: LibsqlTransport | undefined;
@@ -15,7 +17,7 @@ let proxy: TcpProxy | undefined;
 
 beforeEach(async () => {
   t = await LibsqlTransport.create(inject("sqldUrl"));
-  await resetDatabase(t.client);
+  await resetDatabase(clientOf(t));
 });
 afterEach(async () => {
   t.close();
@@ -104,4 +106,41 @@ it("a re-check costs one probing claim, whatever the number of waiters; a probe 
   expect(got.map((l) => l.length)).toEqual([1, 1, 1, 1, 1]);
   // The probe went to the least picky waiter (w3, floor 0); the others in arrival order after it.
   expect(got.map((l) => (l[0] as Lease).event)).toEqual([1, 2, 3, 0, 4]);
+});
+
+it("listens to its transport only while it holds waiters: an idle one claims nothing and keeps no timer", async () => {
+  const listeners = countListeners(t);
+  const d = new Dispatcher(t, 100);
+  expect(listeners()).toBe(0);
+  expect(await wait(d, "early", { waitMs: 300 })).toEqual([]);
+  expect([listeners(), d.waiting, dispatchers().includes(d)]).toEqual([0, 0, false]);
+  const { rounds } = d.stats;
+  await t.publish("g", "while idle");
+  // Neither the write nor a re-check (every 100 ms while it held a waiter) makes a round.
+  await new Promise((r) => setTimeout(r, 300));
+  expect(d.stats.rounds).toBe(rounds);
+  const next = wait(d, "next");
+  expect([listeners(), dispatchers().includes(d)]).toEqual([1, true]);
+  expect(((await next)[0] as Lease).event).toBe("while idle");
+  expect(listeners()).toBe(0);
+});
+
+it("stop() answers its waiters with nothing and stops listening: a write through the transport makes no round", async () => {
+  const listeners = countListeners(t);
+  const d = dispatcherFor(t, 60_000);
+  const w = wait(d, "w");
+  await waitFor(async () => d.stats.rounds === 1, { what: "the arrival's claim" });
+  expect(listeners()).toBe(1);
+  d.stop();
+  expect(await w).toEqual([]);
+  expect(listeners()).toBe(0);
+  await t.publish("g", "after stop");
+  expect(d.stats.rounds).toBe(1);
+  // Stopped for good: a late waiter is answered at once, with no claim.
+  expect(await wait(d, "late")).toEqual([]);
+  expect(d.stats).toMatchObject({ rounds: 1, claims: 1 });
+  expect(listeners()).toBe(0);
+  // The transport's next long poll gets a dispatcher of its own.
+  expect(dispatcherFor(t, 60_000)).not.toBe(d);
+  expect((await t.stats()).ready).toBe(1);
 });

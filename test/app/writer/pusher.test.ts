@@ -4,12 +4,15 @@
  * retries with backoff and Retry-After, dead letters, 202, a hanging consumer, delete, idle cost.
  */
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { type Answer, type Consumer, startConsumer } from "../../../scripts/support/consumer.js";
 import { Pusher, retryDelay } from "../../../src/app/writer/pusher.js";
-import { verifySignature } from "../../../src/client/signature.js";
+import { verifySignature } from "../../../src/contract/signature.js";
+import { clientOf } from "../../../src/core/internals.js";
+import { deleteSubscription, putSubscription } from "../../../src/core/subscriptions.js";
 import { type Lease, LibsqlTransport } from "../../../src/index.js";
-import { type Answer, type Consumer, startConsumer } from "../../support/consumer.js";
 import { resetDatabase } from "../../support/db.js";
 import { waitFor } from "../../support/wait.js";
+import { countListeners } from "./listeners.js";
 
 let t: LibsqlTransport;
 let pusher: Pusher | undefined;
@@ -18,7 +21,7 @@ const others: LibsqlTransport[] = [];
 
 beforeEach(async () => {
   t = await LibsqlTransport.create(inject("sqldUrl"), { maxAttempts: 3 });
-  await resetDatabase(t.client);
+  await resetDatabase(clientOf(t));
 });
 afterEach(async () => {
   pusher?.stop();
@@ -52,8 +55,8 @@ it("pushes every message exactly once: FIFO and one in flight per group, max_in_
     await new Promise((r) => setTimeout(r, Math.random() * 4));
     return ok();
   });
-  const a = await t.putSubscription("a", { url: `${consumer.url}/a`, maxInFlight: 3 });
-  const b = await t.putSubscription("b", { url: `${consumer.url}/b`, maxInFlight: 2 });
+  const a = await putSubscription(t, "a", { url: `${consumer.url}/a`, maxInFlight: 3 });
+  const b = await putSubscription(t, "b", { url: `${consumer.url}/b`, maxInFlight: 2 });
   pusher = new Pusher(t, { recheckMs: 60_000, maxConnections: 16 });
   await pusher.wake();
   const groups = ["g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8"];
@@ -95,7 +98,7 @@ it("a 500 comes back after its backoff with attempts + 1; Retry-After sets the p
     if (r.delivery.event === "doomed") return { status: 503, headers: { "retry-after": "0" } };
     return ok();
   });
-  await t.putSubscription("s", { url: `${consumer.url}/s` });
+  await putSubscription(t, "s", { url: `${consumer.url}/s` });
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
   await t.publish("f", "flaky");
@@ -117,7 +120,7 @@ it("a 500 comes back after its backoff with attempts + 1; Retry-After sets the p
 
 it("a 202 leaves the lease to the consumer, which acks it through the queue", async () => {
   consumer = await startConsumer(() => ({ status: 202 }));
-  await t.putSubscription("s", { url: `${consumer.url}/s` });
+  await putSubscription(t, "s", { url: `${consumer.url}/s` });
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
   await t.publish("g", "mine now");
@@ -136,7 +139,7 @@ it("a 202 leaves the lease to the consumer, which acks it through the queue", as
 
 it("leases taken with a 202 hold max_in_flight slots until settled through the writer, or until their deadline", async () => {
   consumer = await startConsumer(() => ({ status: 202 }));
-  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 2, visibility: 2 });
+  await putSubscription(t, "s", { url: `${consumer.url}/s`, maxInFlight: 2, visibility: 2 });
   for (const g of ["a", "b", "c", "d"]) await t.publish(g, g);
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
@@ -161,7 +164,7 @@ it("leases taken with a 202 hold max_in_flight slots until settled through the w
 
 it("a lease taken with a 202 and extended through the writer keeps its slot past its first deadline", async () => {
   consumer = await startConsumer(() => ({ status: 202 }));
-  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 1 });
+  await putSubscription(t, "s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 1 });
   for (const g of ["a", "b"]) await t.publish(g, g);
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
@@ -186,7 +189,7 @@ it("a lease settled before its 202 arrives holds no slot", async () => {
     await t.ack(r.delivery.lease_id);
     return { status: 202 };
   });
-  await t.putSubscription("s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 60 });
+  await putSubscription(t, "s", { url: `${consumer.url}/s`, maxInFlight: 1, visibility: 60 });
   for (const g of ["a", "b", "c"]) await t.publish(g, g);
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
@@ -203,12 +206,12 @@ it("a consumer that hangs holds only its own slot: others flow, and its message 
     }
     return ok();
   });
-  await t.putSubscription("slow", { url: `${consumer.url}/slow`, maxInFlight: 1, visibility: 2 });
+  await putSubscription(t, "slow", { url: `${consumer.url}/slow`, maxInFlight: 1, visibility: 2 });
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
   await t.publish("stuck", "stuck");
   await waitFor(async () => consumer?.received.length === 1, { what: "the delivery that hangs" });
-  await t.putSubscription("fast", { url: `${consumer.url}/fast` });
+  await putSubscription(t, "fast", { url: `${consumer.url}/fast` });
   await t.publishMany(Array.from({ length: 20 }, (_, i) => ({ groupId: `g${i % 4}`, event: i })));
   await waitFor(async () => pusher?.stats.acked === 20, { what: "the other traffic" });
   const stuck = consumer.received[0];
@@ -224,12 +227,12 @@ it("a consumer that hangs holds only its own slot: others flow, and its message 
 
 it("after a delete no delivery starts, even for a lease claimed before it", async () => {
   consumer = await startConsumer(ok);
-  await t.putSubscription("s", { url: `${consumer.url}/s` });
+  await putSubscription(t, "s", { url: `${consumer.url}/s` });
   pusher = new Pusher(t, { recheckMs: 60_000 });
   await pusher.wake();
   await t.publish("g", 1);
   await waitFor(async () => pusher?.stats.acked === 1, { what: "the first delivery" });
-  expect(await t.deleteSubscription("s")).toBe(true);
+  expect(await deleteSubscription(t, "s")).toBe(true);
   await t.publishMany([
     { groupId: "g", event: 2 },
     { groupId: "h", event: 3 },
@@ -241,7 +244,7 @@ it("after a delete no delivery starts, even for a lease claimed before it", asyn
 
 it("sees writes that bypass it at its next wake, and idles at one claim per wake whatever the subscriptions", async () => {
   consumer = await startConsumer(ok);
-  for (const name of ["s1", "s2", "s3"]) await t.putSubscription(name, { url: `${consumer.url}/${name}` });
+  for (const name of ["s1", "s2", "s3"]) await putSubscription(t, name, { url: `${consumer.url}/${name}` });
   pusher = new Pusher(t, { recheckMs: 250 });
   await pusher.wake();
   const elsewhere = await LibsqlTransport.create(inject("sqldUrl"));
@@ -259,4 +262,38 @@ it("sees writes that bypass it at its next wake, and idles at one claim per wake
   expect(rounds).toBeLessThanOrEqual(8);
   // One probing claim per wake, not one per subscription.
   expect(pusher.stats.claims - before.claims).toBe(rounds);
+});
+
+it("stop() takes every listener it hung on the transport: a write after it makes no round", async () => {
+  const listeners = countListeners(t);
+  consumer = await startConsumer(ok);
+  await putSubscription(t, "s", { url: `${consumer.url}/s` });
+  pusher = new Pusher(t, { recheckMs: 60_000 });
+  expect(listeners()).toBe(3);
+  await pusher.wake();
+  await t.publish("g", 1);
+  await waitFor(async () => pusher?.stats.acked === 1, { what: "the delivery" });
+  await pusher.settled();
+  pusher.stop();
+  expect(listeners()).toBe(0);
+  const { rounds } = pusher.stats;
+  await t.publish("g", 2);
+  await pusher.wake();
+  await pusher.settled();
+  expect(pusher.stats.rounds).toBe(rounds);
+  expect(consumer.received).toHaveLength(1);
+});
+
+it("asks wakeAt for its wakes instead of keeping a timer, and is woken by wake()", async () => {
+  const asked: number[] = [];
+  await putSubscription(t, "s", { url: "http://127.0.0.1:9/never" });
+  pusher = new Pusher(t, { recheckMs: 5_000, wakeAt: (at) => asked.push(at) });
+  const before = Date.now();
+  await pusher.wake();
+  // Nothing due: the safety re-check, asked for once (an alarm set is a storage write).
+  expect(asked).toHaveLength(1);
+  expect(asked[0]).toBeGreaterThanOrEqual(before + 5_000);
+  await pusher.wake();
+  expect(asked).toHaveLength(2);
+  expect(pusher.stats).toMatchObject({ rounds: 2, claims: 2 });
 });

@@ -7,7 +7,8 @@
  * (also from a fresh transport) stops answering while reads still work, until sqld is restarted.
  * The library keeps its promise (every call ends with TIMEOUT by its deadline) but the database is wedged.
  */
-import { startSqld } from "../../../scripts/sqld.js";
+import { startSqld } from "../../../scripts/support/sqld.js";
+import { writeStatsOf } from "../../../src/core/internals.js";
 import { LibsqlTransport, type QueueError } from "../../../src/index.js";
 
 process.env.RUST_LOG = process.env.RUST_LOG ?? "warn";
@@ -39,7 +40,7 @@ const iv = setInterval(async () => {
   }
   last = published;
   console.log(
-    `+${Date.now() - started} pub ${published} acked ${acked} errs ${JSON.stringify(errs)} subs0 ${JSON.stringify(subs[0]?.writeStats)}`,
+    `+${Date.now() - started} pub ${published} acked ${acked} errs ${JSON.stringify(errs)} subs0 ${JSON.stringify(subs[0] && writeStatsOf(subs[0]))}`,
   );
 }, 2000);
 const P = pubs.map(async (t, p) => {

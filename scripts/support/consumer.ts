@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { PushDelivery } from "../../src/app/writer/pusher.js";
+import type { PushDelivery } from "../../src/contract/types.js";
 
 export interface Received {
   /** The URL's path: tests give each subscription its own. */

@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BUNDLE = join(ROOT, "dist-worker", "worker.js");
 
 export interface ServedWorker {
@@ -71,7 +71,7 @@ export async function serveWorker(o: {
   return { url, stop: () => mf.dispose() };
 }
 
-// `tsx scripts/miniflare.ts <database url> <token>`: serve until Ctrl-C.
+// `tsx scripts/support/miniflare.ts <database url> <token>`: serve until Ctrl-C.
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const [databaseUrl = "http://127.0.0.1:8080", queueToken = "local-dev-token-0123456789"] = process.argv.slice(2);
   const w = await serveWorker({ databaseUrl, queueToken });

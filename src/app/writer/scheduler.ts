@@ -1,0 +1,270 @@
+/**
+ * When the QueueWriter claims for consumers that do not poll (long-poll waiters, push
+ * subscriptions): the machinery the dispatcher and the pusher share. Each brings its asks (one
+ * claim's worth: a waiter, a subscription with free slots) and what to do with what a claim got;
+ * the scheduler decides when to claim and for whom:
+ *
+ * - after a write through the transport (`onChange`: a publish, an ack, a nack, a redrive, a
+ *   release), a full round: one claim per ask, all in one write batch, in the asks' order;
+ * - when a wake fires (a lease, a park or a delayed message comes due, or the safety re-check for
+ *   writers that bypass the Worker), a probe: one claim for the least picky ask. If even it finds
+ *   nothing, so would the others; if it finds something, a full round follows. An idle fleet
+ *   costs one claim per wake, whatever its size;
+ * - on an arrival, a claim for the newcomer alone (the others were served or checked since the
+ *   last change).
+ *
+ * One round runs at a time; kicks meanwhile are remembered and served by the next. After the
+ * rounds, while its owner is active, the next wake is asked for: by a timer, or by `wakeAt` (the
+ * Durable Object's alarm, which outlives an eviction).
+ */
+import { type Change, internalsOf } from "../../core/internals.js";
+import type { LibsqlTransport } from "../../core/transport.js";
+import type { Lease } from "../../core/types.js";
+
+/** One claim's worth. */
+export interface Ask {
+  workerId: string;
+  visibility: number;
+  n: number;
+  minPriority: number;
+}
+
+/** The owner of the asks: the dispatcher (waiters) or the pusher (subscriptions). */
+export interface Claimer<A extends Ask> {
+  /** Whether anyone is served: writes start rounds, and wakes are asked for, only then. */
+  active(): boolean;
+  /** Everyone a full round claims for, in the order their claims ride the batch. */
+  asks(): A[];
+  /** What one claim got. True when there may be more for the others: a full round follows. */
+  took(ask: A, got: PromiseSettledResult<Lease[]>): boolean;
+  /** Before each round (the pusher reads its subscriptions again when they changed). */
+  prepare?(): Promise<void>;
+  /** A wake fired, before its probe. */
+  woken?(): void;
+  /** A write through the transport, before the round it may start (`seq`: the lease it settled). */
+  changed?(change: Change, seq: number | undefined): void;
+}
+
+/** Why a round is wanted: a write (a full round), a wake (a probe), a newcomer (its own claim). */
+export type Kick = "write" | "timer" | "arrival";
+
+export interface SchedulerOptions {
+  /** Names the owner in logs. */
+  name: string;
+  /** Longest time without a claim while active (the safety re-check), in ms. */
+  recheckMs: number;
+  /** Asks for `wake()` at this time (ms since the epoch); the default is a timer, which dies with the process. */
+  wakeAt?: ((atMs: number) => unknown) | undefined;
+  /** Counted here: claim rounds (one write batch each) and the claims in them. */
+  stats: { rounds: number; claims: number };
+}
+
+/** After a known due moment, wait this much more (the database's clock may run behind ours). */
+const DUE_SLACK_MS = 20;
+
+/**
+ * Milliseconds until the next lease expiry, park end or delayed message the database knows of, or
+ * `recheckMs`, whichever comes first.
+ */
+export async function msUntilDue(queue: LibsqlTransport, recheckMs: number): Promise<number> {
+  try {
+    const { next, now } = await queue.nextDueAt();
+    // A due moment already past that the claims did not take (held by a priority floor) says nothing new.
+    if (next !== null && next > now) return Math.min(recheckMs, Math.ceil((next - now) * 1000) + DUE_SLACK_MS);
+  } catch {
+    // The re-check will tell.
+  }
+  return recheckMs;
+}
+
+/** The least picky ask (the lowest priority floor; the first of equals): what a probe claims for. */
+export const leastPicky = <A extends Ask>(asks: A[]): A | undefined =>
+  asks.reduce<A | undefined>((a, b) => (a === undefined || b.minPriority < a.minPriority ? b : a), undefined);
+
+export class Scheduler<A extends Ask> {
+  readonly #queue: LibsqlTransport;
+  readonly #claimer: Claimer<A>;
+  readonly #name: string;
+  readonly #recheckMs: number;
+  readonly #wakeAt: (atMs: number) => unknown;
+  readonly #stats: { rounds: number; claims: number };
+  // What the next rounds owe: a full round outranks a probe, which outranks the arrivals' own claims.
+  #full = false;
+  #probe = false;
+  #arrivals: A[] = [];
+  #running = false;
+  /** The run serving kicks now (its rounds, then the next wake); each run bumps the generation. */
+  #current: Promise<void> | undefined;
+  #generation = 0;
+  readonly #runs = new Set<Promise<void>>();
+  #off: (() => void) | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The wake asked for and not yet fired: an earlier one makes a later request needless (an alarm set is a storage write). */
+  #wakeSetFor: number | undefined;
+  #stopped = false;
+
+  constructor(queue: LibsqlTransport, claimer: Claimer<A>, options: SchedulerOptions) {
+    this.#queue = queue;
+    this.#claimer = claimer;
+    this.#name = options.name;
+    this.#recheckMs = options.recheckMs;
+    this.#stats = options.stats;
+    this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
+  }
+
+  /** Whether a run (rounds, or asking for the next wake) is under way. */
+  get busy(): boolean {
+    return this.#runs.size > 0;
+  }
+
+  /** Hears the writes through the transport (idempotent). */
+  listen(): void {
+    if (this.#off !== undefined || this.#stopped) return;
+    this.#off = internalsOf(this.#queue).onChange((change, seq) => {
+      this.#claimer.changed?.(change, seq);
+      if (this.#claimer.active()) void this.kick("write");
+    });
+  }
+
+  /**
+   * Nobody to serve: stops hearing writes and cancels the timer, so that nothing holds the owner
+   * (`listen()` again for the next one). A round under way ends after its claims.
+   */
+  rest(): void {
+    this.#off?.();
+    this.#off = undefined;
+    this.#full = this.#probe = false;
+    this.#arrivals = [];
+    this.#cancelTimer();
+    this.#wakeSetFor = undefined;
+  }
+
+  /** For good: no more rounds or wakes. */
+  stop(): void {
+    this.#stopped = true;
+    this.rest();
+  }
+
+  /** Asks for a round; resolves when the run that serves it is over. */
+  kick(why: Exclude<Kick, "arrival">): Promise<void>;
+  kick(why: "arrival", ask: A): Promise<void>;
+  kick(why: Kick, ask?: A): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    if (why === "write") this.#full = true;
+    else if (why === "timer") this.#probe = true;
+    else if (ask !== undefined) this.#arrivals.push(ask);
+    if (!this.#running) {
+      const run = this.#run();
+      this.#current = run;
+      this.#runs.add(run);
+      void run.finally(() => this.#runs.delete(run));
+    }
+    return this.#current ?? Promise.resolve();
+  }
+
+  /** The wake asked for (timer, alarm, cron): a probe. Resolves when its run is over. */
+  wake(): Promise<void> {
+    this.#wakeSetFor = undefined;
+    if (this.#stopped) return Promise.resolve();
+    this.#claimer.woken?.();
+    return this.kick("timer");
+  }
+
+  /** Resolves when no run is under way. */
+  async settled(): Promise<void> {
+    while (this.#runs.size > 0) await Promise.allSettled([...this.#runs]);
+  }
+
+  /** Asks to be woken at `at` (ms since the epoch), unless a wake is pending before it. */
+  async arm(at: number): Promise<void> {
+    if (this.#stopped) return;
+    if (this.#wakeSetFor !== undefined && this.#wakeSetFor > Date.now() && this.#wakeSetFor <= at) return;
+    this.#wakeSetFor = at;
+    try {
+      await this.#wakeAt(at);
+    } catch (e) {
+      this.#wakeSetFor = undefined;
+      console.error(`${this.#name}: could not set the next wake`, e);
+    }
+  }
+
+  async #run(): Promise<void> {
+    this.#running = true;
+    const generation = ++this.#generation;
+    try {
+      for (let kind = this.#next(); kind !== undefined; kind = this.#next()) await this.#round(kind);
+    } catch (e) {
+      // Pending kicks stay for the next run; the wake below retries meanwhile.
+      console.error(`${this.#name}: round failed`, e);
+    } finally {
+      this.#running = false;
+    }
+    // Outside the running flag: a kick meanwhile claims at once instead of waiting for this read.
+    await this.#scheduleAfter(generation);
+  }
+
+  #next(): "full" | "probe" | "arrivals" | undefined {
+    if (this.#stopped) return undefined;
+    if (this.#full) {
+      this.#full = this.#probe = false;
+      this.#arrivals = [];
+      return "full";
+    }
+    if (this.#probe) {
+      this.#probe = false;
+      return "probe";
+    }
+    return this.#arrivals.length > 0 ? "arrivals" : undefined;
+  }
+
+  async #round(kind: "full" | "probe" | "arrivals"): Promise<void> {
+    if (this.#claimer.prepare !== undefined) await this.#claimer.prepare();
+    const all = this.#claimer.asks();
+    let round = all;
+    if (kind === "probe") {
+      const least = leastPicky(all);
+      round = least === undefined ? [] : [least];
+    } else if (kind === "arrivals") {
+      const current = new Set(all);
+      round = this.#arrivals.filter((a) => current.has(a));
+      this.#arrivals = [];
+    }
+    if (round.length === 0) return;
+    this.#stats.rounds++;
+    this.#stats.claims += round.length;
+    // Submitted in one tick: the committer sends them in one batch, in this order.
+    const results = await Promise.allSettled(
+      round.map((a) => this.#queue.claimMany(a.workerId, a.visibility, a.n, a.minPriority)),
+    );
+    round.forEach((a, i) => {
+      const got = results[i] as PromiseSettledResult<Lease[]>;
+      const more = this.#claimer.took(a, got);
+      const found = got.status === "fulfilled" && got.value.length > 0;
+      if (more || (kind === "probe" && found)) this.#full = true;
+    });
+  }
+
+  /** The next wake, while active: the next due moment or the re-check. A run started since then asks for its own. */
+  async #scheduleAfter(generation: number): Promise<void> {
+    if (this.#stopped || !this.#claimer.active()) return;
+    const ms = await msUntilDue(this.#queue, this.#recheckMs);
+    if (generation !== this.#generation || this.#stopped || !this.#claimer.active()) return;
+    await this.arm(Date.now() + ms);
+  }
+
+  #timerAt(atMs: number): void {
+    this.#cancelTimer();
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        void this.wake();
+      },
+      Math.max(0, atMs - Date.now()),
+    );
+  }
+
+  #cancelTimer(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}

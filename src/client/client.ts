@@ -1,0 +1,221 @@
+/**
+ * `createClient()`: a typed client for the Worker's HTTP API, for publishers in serverless functions
+ * (Vercel, Lambda, Workers, Deno, browsers) and for consumers anywhere: it is a `ConsumerQueue`, so
+ * `consume(client, handler, ...)` runs over HTTP.
+ *
+ * Its methods are the library's (`LibsqlTransport`'s): the same arguments, the same answers
+ * (camelCase `Lease`, `QueueStats`, ...), so code moves between the two unchanged. Each delegates
+ * to a resource (./resources/*) over one request engine (./engine.ts: deadlines, retries,
+ * Retry-After); the wire shapes are mapped in one place, src/contract/wire.ts.
+ *
+ * Every failure is a `QueueHttpError` (a `QueueError`) with the API's `code`, the HTTP `status` and
+ * the `field` at fault; what cannot travel is refused before anything is sent.
+ */
+import { nodeFetch } from "../core/node-fetch.js";
+import type {
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  QueueStats,
+  Subscription,
+  SubscriptionInput,
+} from "../core/types.js";
+import { describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
+import { AckRiders } from "./acks.js";
+import { baseUrl, intOption, timeoutOf } from "./args.js";
+import { Engine } from "./engine.js";
+import { ServerFeatures } from "./features.js";
+import { invalidArgument } from "./http-errors.js";
+import type {
+  CallOptions,
+  ClaimOptions,
+  ClientOptions,
+  DeadLetterOptions,
+  FetchLike,
+  PublishCallOptions,
+} from "./options.js";
+import { Claims } from "./resources/claims.js";
+import { DeadLetters } from "./resources/dead-letters.js";
+import { Inspect } from "./resources/inspect.js";
+import { Leases } from "./resources/leases.js";
+import { Messages } from "./resources/messages.js";
+import { Subscriptions } from "./resources/subscriptions.js";
+
+const DEFAULTS = { timeoutMs: 30_000, retries: 4, maxClaimWait: MAX_CLAIM_WAIT };
+
+/** A client for the queue's HTTP API. */
+export function createClient(options: ClientOptions): QueueClient {
+  return new QueueClient(options);
+}
+
+export class QueueClient {
+  readonly #maxClaimWait: number;
+  readonly #messages: Messages;
+  readonly #claims: Claims;
+  readonly #leases: Leases;
+  readonly #inspect: Inspect;
+  readonly #deadLetters: DeadLetters;
+  readonly #subscriptions: Subscriptions;
+
+  constructor(options: ClientOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw invalidArgument("options", `must be an object, got ${describe(options)}`);
+    }
+    const base = baseUrl(options.url);
+    if (typeof options.token !== "string" || !/^[!-~]+$/.test(options.token)) {
+      throw invalidArgument("options.token", "must be a non-empty string of visible ASCII characters (a bearer token)");
+    }
+    if (options.fetch !== undefined && typeof options.fetch !== "function") {
+      throw invalidArgument("options.fetch", `must be a function, got ${describe(options.fetch)}`);
+    }
+    const platform = (url: string, init: Parameters<FetchLike>[1]) => globalThis.fetch(url, init);
+    const engine = new Engine({
+      base,
+      auth: `Bearer ${options.token}`,
+      fetch: options.fetch ?? (nodeFetch() as FetchLike | undefined) ?? platform,
+      timeoutMs: timeoutOf("options.timeoutMs", options.timeoutMs, DEFAULTS.timeoutMs),
+      retries: intOption("options.retries", options.retries, DEFAULTS.retries, 0, 100),
+    });
+    const wait = options.maxClaimWait;
+    const waitRefused = wait === undefined ? undefined : waitProblem(wait);
+    if (waitRefused !== undefined) throw invalidArgument("options.maxClaimWait", waitRefused);
+    this.#maxClaimWait = wait ?? DEFAULTS.maxClaimWait;
+
+    const features = new ServerFeatures();
+    const acks = new AckRiders(engine, features);
+    this.#messages = new Messages(engine);
+    this.#claims = new Claims(engine, features, acks);
+    this.#inspect = new Inspect(engine);
+    this.#deadLetters = new DeadLetters(engine);
+    this.#leases = new Leases(engine, acks, this.#inspect, this.#deadLetters);
+    this.#subscriptions = new Subscriptions(engine);
+  }
+
+  /** consume() long-polls a queue that declares this (seconds); undefined when `maxClaimWait` is 0. */
+  get maxClaimWait(): number | undefined {
+    return this.#maxClaimWait > 0 ? this.#maxClaimWait : undefined;
+  }
+
+  // publish
+
+  /** Appends `event` to `groupId`; returns its seq. The first publish of a group sets its priority. */
+  publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
+    return this.#messages.publish(groupId, event, priority, options);
+  }
+
+  /** Publishes all of `messages` in one request, all or nothing; returns their seqs in order. */
+  publishMany(messages: PublishInput[], options: PublishCallOptions = {}): Promise<number[]> {
+    return this.#messages.publishMany(messages, options);
+  }
+
+  // claim
+
+  /** The next message's lease, or null when nothing is deliverable (after `wait` seconds, if given). */
+  claim<E = unknown>(
+    workerId: string,
+    visibility: number,
+    minPriority?: number,
+    options: ClaimOptions = {},
+  ): Promise<Lease<E> | null> {
+    return this.#claims.claim<E>(workerId, visibility, minPriority, options);
+  }
+
+  /**
+   * Up to `n` (1-100) leases in distinct groups. With `wait` > 0 the API answers as soon as it can
+   * lease, or with none when the wait is over.
+   */
+  claimMany<E = unknown>(
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority?: number,
+    options: ClaimOptions = {},
+  ): Promise<Lease<E>[]> {
+    return this.#claims.claimMany<E>(workerId, visibility, n, minPriority, options);
+  }
+
+  // ack / nack / release / extend
+
+  /**
+   * Deletes the message of a lease that is still yours. Without per-call options, an ack issued in
+   * the same tick as a claim travels in that claim's request.
+   */
+  ack(lease: Lease | string, options?: CallOptions): Promise<void> {
+    return this.#leases.ack(lease, options);
+  }
+
+  /**
+   * Gives a lease back: `delay` 0 frees it now; > 0 parks it (and blocks its group) that long.
+   * `deadLettered` when it had used its last attempt.
+   */
+  nack(lease: Lease | string, delay?: number, options: CallOptions = {}): Promise<NackResult> {
+    return this.#leases.nack(lease, delay, options);
+  }
+
+  /**
+   * Gives a lease back unhandled: the message is claimable again at once, and this delivery does not
+   * count among its attempts. For a consumer that is stopping, or took more than it will handle.
+   */
+  release(lease: Lease | string, options: CallOptions = {}): Promise<void> {
+    return this.#leases.release(lease, options);
+  }
+
+  /** Heartbeat: the lease now expires `visibility` seconds from now (the database's clock). */
+  extend<E>(lease: Lease<E>, visibility: number, options?: CallOptions): Promise<Lease<E>>;
+  extend(leaseId: string, visibility: number, options?: CallOptions): Promise<{ id: string; expiresAt: number }>;
+  extend<E>(
+    lease: Lease<E> | string,
+    visibility: number,
+    options: CallOptions = {},
+  ): Promise<Lease<E> | { id: string; expiresAt: number }> {
+    return this.#leases.extend(lease, visibility, options);
+  }
+
+  // inspect, dead letters
+
+  /** Counts of ready, waiting, in-flight, parked and delayed messages, groups and dead letters. */
+  stats(options: CallOptions = {}): Promise<QueueStats> {
+    return this.#inspect.stats(options);
+  }
+
+  /** Groups worth watching, as the library's `groups()` lists them; `limit` 1-100 (default 20). */
+  groups(options: { limit?: number } & CallOptions = {}): Promise<GroupInfo[]> {
+    return this.#inspect.groups(options);
+  }
+
+  /** A page of dead letters in seq order: pass the last one's seq as `afterSeq` for the next. */
+  deadLetters<E = unknown>(options: DeadLetterOptions = {}): Promise<DeadLetter<E>[]> {
+    return this.#deadLetters.list<E>(options);
+  }
+
+  /**
+   * Puts a dead letter back at the tail of its group; returns its new seq. Not sent again once an
+   * attempt may have applied; a missing one fails with DEAD_LETTER_NOT_FOUND.
+   */
+  redrive(seq: number, options: CallOptions = {}): Promise<number> {
+    return this.#deadLetters.redrive(seq, options);
+  }
+
+  /** Drops a dead letter; false when there was none (true when an earlier attempt whose answer was lost may have). */
+  deleteDeadLetter(seq: number, options: CallOptions = {}): Promise<boolean> {
+    return this.#deadLetters.delete(seq, options);
+  }
+
+  // push subscriptions
+
+  /** Creates or updates a push subscription; answers it with its `signingSecret` (kept on update). */
+  subscribe(name: string, options: SubscriptionInput & CallOptions): Promise<Subscription & { signingSecret: string }> {
+    return this.#subscriptions.subscribe(name, options);
+  }
+
+  subscriptions(options: CallOptions = {}): Promise<Subscription[]> {
+    return this.#subscriptions.list(options);
+  }
+
+  /** Deletes a subscription (no delivery starts after it); false when there was none. */
+  unsubscribe(name: string, options: CallOptions = {}): Promise<boolean> {
+    return this.#subscriptions.unsubscribe(name, options);
+  }
+}

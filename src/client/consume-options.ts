@@ -1,0 +1,212 @@
+/**
+ * consume()'s shapes (what it needs of a queue, what it calls, what it answers) and its options,
+ * checked and resolved once, before anything is claimed.
+ */
+import type { Backoff } from "../core/backoff.js";
+import { invalid } from "../core/errors.js";
+import type { Lease } from "../core/types.js";
+import {
+  checkDelay,
+  checkInteger,
+  checkObject,
+  checkPositiveSeconds,
+  checkPriority,
+  checkWorkerId,
+} from "../core/validate.js";
+import { describe, IDLE_POLL } from "../rules.js";
+
+/** What consume() needs of a queue. `LibsqlTransport` is one, and so is the HTTP client. */
+export interface ConsumerQueue {
+  /**
+   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
+   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
+   * no leases, or an error) when `signal` aborts, which consume() does when it stops.
+   */
+  claimMany<E = unknown>(
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority?: number,
+    options?: { wait?: number; signal?: AbortSignal },
+  ): Promise<Lease<E>[]>;
+  ack(lease: Lease<unknown>): Promise<unknown>;
+  /** May answer `{ deadLettered: true }` when the message used its last attempt. */
+  nack(lease: Lease<unknown>, delay?: number): Promise<unknown>;
+  /** Gives back a lease no handler will run, without spending the message's attempt. */
+  release(lease: Lease<unknown>): Promise<unknown>;
+  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  /**
+   * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
+   * with it instead of sleeping between claims.
+   */
+  readonly maxClaimWait?: number;
+}
+
+export interface HandlerContext {
+  /**
+   * Aborted when this lease is lost (a heartbeat found it fenced off: another worker may have the
+   * message now) or when the consumer's grace period ran out. A handler that can stop early should.
+   */
+  signal: AbortSignal;
+}
+
+export type Handler<E> = (event: E, lease: Lease<E>, context: HandlerContext) => unknown;
+
+export type ConsumePhase = "handler" | "claim" | "ack" | "nack" | "release" | "extend";
+
+export interface ConsumeErrorContext {
+  phase: ConsumePhase;
+  /** The lease concerned (absent for a claim). */
+  lease?: Lease<unknown>;
+}
+
+export interface ConsumeOptions {
+  /** Names this consumer in the leases it holds. */
+  workerId: string;
+  /** Handlers running at once, and so leases held at once (default 1; at most 1000). */
+  concurrency?: number;
+  /** Seconds a lease lasts before a heartbeat renews it (default 30). */
+  visibility?: number;
+  /** Only claim from groups of at least this priority (default 0). */
+  minPriority?: number;
+  /** Aborting it stops the loop gracefully (see `graceMs`); consume() then resolves. */
+  signal?: AbortSignal;
+  /**
+   * Delay (seconds) before a message whose handler threw is delivered again: `initial * factor^(attempts-1)`,
+   * at most `max` (defaults 1, 2, 300), or a function of the delivery's attempt count and the error.
+   * The queue's `maxAttempts` decides when a message goes to the dead letters instead.
+   */
+  backoff?: { initial?: number; factor?: number; max?: number } | ((attempts: number, error: unknown) => number);
+  /**
+   * Pause between claims that found nothing, in ms: from `minMs`, doubling per empty claim, up to
+   * `maxMs` (defaults 50 and 1000). A handler finishing ends the pause at once (its ack may have
+   * freed its group's next message).
+   */
+  idleBackoff?: { minMs?: number; maxMs?: number };
+  /**
+   * After `signal` aborts, how long running handlers get to finish (ms, default 30 000). Past it
+   * consume() resolves; the leases of handlers still running are neither acked nor released: their
+   * heartbeats stop and they lapse after at most `visibility` seconds, so the message is never handed
+   * to another worker while a handler of ours may still be working on it.
+   */
+  graceMs?: number;
+  /** Every error the loop meets (a handler's throw included). The loop carries on. Default: console.error. */
+  onError?: (error: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** What a stopped consumer did. */
+export interface ConsumeSummary {
+  /** Messages handled and acked. */
+  acked: number;
+  /** Handlers that threw, their leases nacked for a later retry (or the dead letters). */
+  nacked: number;
+  /** Of those, messages that had used their last attempt and went to the dead letters. */
+  deadLettered: number;
+  /** Leases claimed while stopping, given back at once (released: no attempt spent) without running a handler. */
+  released: number;
+  /** Leases fenced off while their handler ran (found by a heartbeat): neither acked nor nacked. */
+  lost: number;
+  /** Handlers still running when the grace period ended: their leases were left to lapse. */
+  abandoned: number;
+}
+
+export const DEFAULTS = {
+  concurrency: 1,
+  visibility: 30,
+  minPriority: 0,
+  backoff: { initial: 1, factor: 2, max: 300 },
+  graceMs: 30_000,
+};
+const MAX_CONCURRENCY = 1000;
+const MAX_MS = 3_600_000;
+
+export interface Resolved {
+  workerId: string;
+  concurrency: number;
+  visibility: number;
+  minPriority: number;
+  retryDelay: (attempts: number, error: unknown) => number;
+  /** Pauses after claims that came back short (ms). */
+  idle: Backoff;
+  graceMs: number;
+  signal: AbortSignal | undefined;
+  onError: (error: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** The queue and the handler: refused (INVALID_ARGUMENT naming `queue` or `handler`) when not usable. */
+export function checkQueue(queue: unknown, handler: unknown): void {
+  if (typeof queue !== "object" || queue === null) throw invalid("queue", `must be a queue, got ${describe(queue)}`);
+  for (const m of ["claimMany", "ack", "nack", "release", "extend"] as const) {
+    if (typeof (queue as Partial<ConsumerQueue>)[m] !== "function") throw invalid("queue", `has no ${m}() method`);
+  }
+  if (typeof handler !== "function") throw invalid("handler", `must be a function, got ${describe(handler)}`);
+}
+
+export function resolveOptions(o: ConsumeOptions): Resolved {
+  checkObject("options", o);
+  const int = (field: string, v: unknown, d: number, min: number, max: number): number =>
+    v === undefined ? d : checkInteger(`options.${field}`, v, min, max);
+  const obj = <T>(field: string, v: T | undefined): Partial<T> =>
+    v === undefined ? {} : checkObject(`options.${field}`, v);
+
+  let retryDelay: Resolved["retryDelay"];
+  if (typeof o.backoff === "function") {
+    const f = o.backoff;
+    retryDelay = (attempts, error) => checkDelay("options.backoff()", f(attempts, error));
+  } else {
+    const b = obj("backoff", o.backoff);
+    const initial =
+      b.initial === undefined ? DEFAULTS.backoff.initial : checkDelay("options.backoff.initial", b.initial);
+    const max = b.max === undefined ? DEFAULTS.backoff.max : checkDelay("options.backoff.max", b.max);
+    const factor = b.factor ?? DEFAULTS.backoff.factor;
+    if (typeof factor !== "number" || !Number.isFinite(factor) || factor < 1) {
+      throw invalid("options.backoff.factor", `must be a finite number >= 1, got ${describe(factor)}`);
+    }
+    if (max < initial) throw invalid("options.backoff.max", `must be >= options.backoff.initial (${initial})`);
+    // Not core/backoff's backoff(): that caps its exponent at 64, and attempts are the queue's to count.
+    retryDelay = (attempts) => Math.min(max, initial * factor ** Math.max(0, attempts - 1));
+  }
+
+  const idle = obj("idleBackoff", o.idleBackoff);
+  const idleMinMs = int("idleBackoff.minMs", idle.minMs, IDLE_POLL.minMs, 1, MAX_MS);
+  const idleMaxMs = int("idleBackoff.maxMs", idle.maxMs, Math.max(IDLE_POLL.maxMs, idleMinMs), 1, MAX_MS);
+  if (idleMaxMs < idleMinMs) {
+    throw invalid("options.idleBackoff.maxMs", `must be >= options.idleBackoff.minMs (${idleMinMs})`);
+  }
+
+  const signal = o.signal;
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw invalid("options.signal", `must be an AbortSignal, got ${describe(signal)}`);
+  }
+  if (o.onError !== undefined && typeof o.onError !== "function") {
+    throw invalid("options.onError", `must be a function, got ${describe(o.onError)}`);
+  }
+  return {
+    workerId: checkWorkerId("options.workerId", o.workerId),
+    concurrency: int("concurrency", o.concurrency, DEFAULTS.concurrency, 1, MAX_CONCURRENCY),
+    visibility:
+      o.visibility === undefined ? DEFAULTS.visibility : checkPositiveSeconds("options.visibility", o.visibility),
+    minPriority:
+      o.minPriority === undefined ? DEFAULTS.minPriority : checkPriority("options.minPriority", o.minPriority),
+    retryDelay,
+    // Jittered ("half"), so that idle consumers do not poll in step.
+    idle: { initial: idleMinMs, max: idleMaxMs, jitter: "half" },
+    graceMs: int("graceMs", o.graceMs, DEFAULTS.graceMs, 0, 24 * MAX_MS),
+    signal,
+    onError: o.onError ?? defaultOnError,
+  };
+}
+
+function isAbortSignal(v: unknown): v is AbortSignal {
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof (v as AbortSignal).aborted === "boolean" &&
+    typeof (v as AbortSignal).addEventListener === "function"
+  );
+}
+
+function defaultOnError(error: unknown, context: ConsumeErrorContext): void {
+  const where = context.lease ? ` (message ${context.lease.seq} of group ${context.lease.groupId})` : "";
+  console.error(`turso-queue consume(): ${context.phase} failed${where}:`, error);
+}

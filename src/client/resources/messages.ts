@@ -1,0 +1,69 @@
+/**
+ * Publishing. Every publish carries an `Idempotency-Key` (the caller's, or one made per call), so
+ * that it is safe to send again after a lost answer: the API answers the first answer again and
+ * stores nothing twice.
+ */
+import type * as W from "../../contract/types.js";
+import { publishInputToWire } from "../../contract/wire.js";
+import type { PublishInput } from "../../core/types.js";
+import { encodeEvent } from "../../core/validate.js";
+import { describe } from "../../rules.js";
+import { checkOptions, idempotencyKey, idSegment, library } from "../args.js";
+import { type Engine, json } from "../engine.js";
+import { invalidArgument } from "../http-errors.js";
+import type { PublishCallOptions } from "../options.js";
+
+export class Messages {
+  readonly #engine: Engine;
+
+  constructor(engine: Engine) {
+    this.#engine = engine;
+  }
+
+  async publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
+    checkOptions(options);
+    const path = `/v1/groups/${idSegment("group_id", groupId)}/messages`;
+    // What JSON would change (NaN, a Date, a cycle) is refused here: the API could not tell.
+    library(() => encodeEvent("event", event));
+    const body: W.PublishRequest = { event };
+    if (priority !== undefined) body.priority = priority;
+    if (options.delay !== undefined) body.delay = options.delay;
+    return this.#engine.send(
+      {
+        method: "POST",
+        path,
+        body,
+        headers: { "idempotency-key": idempotencyKey(options.idempotencyKey) },
+        write: true,
+        retryUnknown: true,
+        ok: (a) => json<W.PublishAnswer>(a, path).seq,
+      },
+      options,
+    );
+  }
+
+  async publishMany(messages: PublishInput[], options: PublishCallOptions = {}): Promise<number[]> {
+    checkOptions(options);
+    if (!Array.isArray(messages)) throw invalidArgument("messages", `must be an array, got ${describe(messages)}`);
+    const list = messages.map((m, i): W.BatchMessage => {
+      if (typeof m !== "object" || m === null) {
+        throw invalidArgument(`messages[${i}]`, `must be an object, got ${describe(m)}`);
+      }
+      library(() => encodeEvent(`messages[${i}].event`, m.event));
+      return publishInputToWire(m, options.delay);
+    });
+    const path = "/v1/messages";
+    return this.#engine.send(
+      {
+        method: "POST",
+        path,
+        body: { messages: list } satisfies W.PublishBatchRequest,
+        headers: { "idempotency-key": idempotencyKey(options.idempotencyKey) },
+        write: true,
+        retryUnknown: true,
+        ok: (a) => json<W.PublishBatchAnswer>(a, path).seqs,
+      },
+      options,
+    );
+  }
+}

@@ -1,0 +1,160 @@
+/** What the API answers, and what a push subscription's consumer receives, as valibot schemas. */
+import * as v from "valibot";
+import { GROUP_COUNT_CAP, MIN_PRIORITY } from "../rules.js";
+import { count, epochSeconds, leaseId, seq } from "./kit.js";
+
+export const Health = v.object({ status: v.literal("ok") });
+
+export const PublishAnswer = v.object({ seq });
+
+export const PublishBatchAnswer = v.object({
+  seqs: v.pipe(v.array(seq), v.description("The messages' seqs, in the order they were sent.")),
+});
+
+const leaseFields = {
+  lease_id: leaseId,
+  seq,
+  group_id: v.pipe(v.string(), v.description("The message's group.")),
+  event: v.pipe(v.unknown(), v.description("The event as it was published.")),
+  expires_at: epochSeconds("When the lease lapses, epoch seconds on the database's clock."),
+  attempts: v.pipe(
+    v.number(),
+    v.integer(),
+    v.minValue(1),
+    v.description("Deliveries of this message, this one included."),
+  ),
+};
+
+export const Lease = v.object(leaseFields);
+
+export const AckOutcome = v.object({
+  lease_id: leaseId,
+  error: v.optional(
+    v.pipe(
+      v.object({ code: v.string(), message: v.string() }),
+      v.description("Why this ack was not applied (`LEASE_LOST`, `LEASE_NOT_FOUND`, ...); absent when it was."),
+    ),
+  ),
+});
+
+export const LeaseList = v.object({
+  leases: v.pipe(
+    v.array(Lease),
+    v.description("Up to `max` leases, each in its own group; empty when nothing is deliverable."),
+  ),
+  acks: v.optional(
+    v.pipe(v.array(AckOutcome), v.description("With `ack`: each ack's outcome, in the order the ids were sent.")),
+  ),
+});
+
+/** A claim's 200: one lease, or a list of leases when `max` was sent. */
+export const ClaimAnswer = v.union([Lease, LeaseList]);
+
+export const ExtendAnswer = v.object({
+  lease_id: leaseId,
+  expires_at: epochSeconds("The lease's new deadline, epoch seconds on the database's clock."),
+});
+
+export const Stats = v.object({
+  ready: count(
+    "Messages deliverable now: the first message of each group whose first message holds no live lease, park or delay (a lapsed lease counts as deliverable). One per group, since a group delivers one message at a time.",
+  ),
+  waiting: count(
+    "Messages queued behind an earlier message, a live lease, a park or a delay in their group. Each becomes ready when everything before it in its group is done.",
+  ),
+  in_flight: count("Live leases: claimed messages whose lease has not lapsed yet."),
+  parked: count("Messages nacked with a delay that has not passed yet; each holds its group until then."),
+  delayed: count(
+    "Messages published with a delay that has not passed yet; each holds its group from the moment it is the group's first. `ready + waiting + in_flight + parked + delayed` is every message in the queue.",
+  ),
+  groups: count("Groups holding at least one message."),
+  dead_letters: count("Messages moved to the dead letters after their last attempt (see /v1/dead-letters)."),
+  now: epochSeconds("The database's clock, epoch seconds: compare `expires_at` with it, not with yours."),
+});
+
+export const DeadLetter = v.object({
+  seq,
+  group_id: v.string(),
+  event: v.pipe(v.unknown(), v.description("The event as it was published.")),
+  priority: v.pipe(v.number(), v.integer(), v.description("Its group's priority when it died.")),
+  attempts: v.pipe(v.number(), v.integer(), v.description("Deliveries it got.")),
+  reason: v.pipe(
+    v.string(),
+    v.description("Why it was moved: `max_attempts` (it was delivered as many times as the queue allows)."),
+  ),
+  dead_at: epochSeconds("When it was moved, epoch seconds on the database's clock."),
+});
+
+export const DeadLetterPage = v.object({
+  dead_letters: v.pipe(v.array(DeadLetter), v.description("In seq order.")),
+  next_after_seq: v.pipe(
+    v.nullable(seq),
+    v.description("Pass as `after_seq` for the next page; null when no dead letter follows this page."),
+  ),
+});
+
+export const Group = v.object({
+  group_id: v.string(),
+  messages: count(
+    `Messages in the group, leased, parked and waiting alike, counted up to ${GROUP_COUNT_CAP} (${GROUP_COUNT_CAP} means at least that many): listing groups never reads a deep one whole.`,
+  ),
+  priority: v.pipe(v.number(), v.integer(), v.description("The group's priority (set by its first publish).")),
+  in_flight: v.pipe(v.boolean(), v.description("True while its first message holds a live lease.")),
+  parked: v.pipe(
+    v.boolean(),
+    v.description("True while its first message is parked (nacked with a delay) or delayed, and not due yet."),
+  ),
+  last_claimed_at: v.pipe(
+    v.nullable(v.number()),
+    v.description("When a message of the group was last claimed (epoch seconds); null if never."),
+  ),
+});
+
+export const GroupList = v.object({
+  groups: v.pipe(
+    v.array(Group),
+    v.description(
+      "First the groups whose first message holds a live lease, park or delay (the latest to end first), then the next groups in round-robin order (the group claimed longest ago first).",
+    ),
+  ),
+});
+
+export const RedriveAnswer = v.object({
+  seq: v.pipe(seq, v.description("The message's new seq, at the tail of its group.")),
+});
+
+const subscriptionFields = {
+  name: v.string(),
+  url: v.string(),
+  min_priority: v.pipe(v.number(), v.integer(), v.minValue(MIN_PRIORITY)),
+  max_in_flight: v.pipe(v.number(), v.integer()),
+  visibility: v.number(),
+};
+
+/** A subscription as listed (no secret). */
+export const Subscription = v.object(subscriptionFields);
+
+/** The PUT's answer: the subscription with its signing secret. */
+export const SubscriptionAnswer = v.object({
+  ...subscriptionFields,
+  signing_secret: v.pipe(
+    v.string(),
+    v.description(
+      "The HMAC-SHA256 key of each delivery's `Turso-Queue-Signature` header (hex). Drawn when the subscription is created, kept when it is updated.",
+    ),
+  ),
+});
+
+export const SubscriptionList = v.object({
+  subscriptions: v.pipe(v.array(Subscription), v.description("By name; secrets are only answered by the PUT.")),
+});
+
+/**
+ * What the queue POSTs to a push subscription's URL (the OpenAPI document's `webhooks`): the lease,
+ * to settle by the answer (2xx acks, 202 keeps it for the consumer, anything else retries), and the
+ * subscription it came through.
+ */
+export const PushDelivery = v.object({
+  ...leaseFields,
+  subscription: v.pipe(v.string(), v.description("The subscription that delivered it.")),
+});

@@ -1,0 +1,183 @@
+/**
+ * What requests carry: path, query and header values and JSON bodies, as valibot schemas built from
+ * the blocks of ./kit.ts (each field's rule is src/rules.ts's). They validate requests
+ * (src/app/route.ts), type the handlers (`c.req.valid`) and document the API (src/app/openapi.ts).
+ */
+import * as v from "valibot";
+import {
+  DEAD_LETTER_PAGE,
+  DEFAULT_IDEMPOTENCY_WINDOW,
+  GROUPS_PAGE,
+  MAX_CLAIM_ACKS,
+  MAX_CLAIM_BATCH,
+  MAX_CLAIM_WAIT,
+  MAX_PUBLISH_BATCH,
+  pushUrlProblem,
+  SUBSCRIPTION,
+  subscriptionNameProblem,
+  waitProblem,
+  workerIdProblem,
+} from "../rules.js";
+import {
+  countText,
+  event,
+  id,
+  integer,
+  leaseId,
+  list,
+  obeys,
+  object,
+  once,
+  priority,
+  says,
+  seconds,
+  seqText,
+} from "./kit.js";
+
+const delay = seconds(
+  ">= 0",
+  "Deliver no earlier than this many seconds from now (at most 366 days; default 0). The message keeps its place in its group: it holds back the messages published after it in its group, never those before.",
+);
+
+export const GroupPath = object({ group_id: id("The message group (FIFO, one message in flight at a time).") });
+export const LeasePath = object({ lease_id: leaseId });
+export const DeadLetterPath = object({ seq: seqText("The dead letter's seq.") });
+
+export const IdempotencyHeaders = v.object({
+  "Idempotency-Key": v.optional(
+    id(
+      `Makes a retry of the same publish return the first answer (the same seqs) instead of enqueuing again, for ${DEFAULT_IDEMPOTENCY_WINDOW / 3600} hours. Reusing it for a different request is 409 IDEMPOTENCY_CONFLICT. Keys are global to the queue: scope them yourself, e.g. \`orders:1001:charge\`.`,
+    ),
+  ),
+});
+
+export const PublishBody = object({
+  event,
+  priority: v.optional(
+    priority(
+      "0 (default) to 4. The first publish into a group sets the group's priority; claims with `min_priority` skip groups below it.",
+    ),
+  ),
+  delay: v.optional(delay),
+});
+
+export const BatchMessage = object({
+  group_id: id("The message's group."),
+  event,
+  priority: v.optional(priority("0 (default) to 4; the first publish into a group sets the group's priority.")),
+  delay: v.optional(delay),
+});
+
+export const PublishBatchBody = object({
+  messages: list(
+    BatchMessage,
+    MAX_PUBLISH_BATCH,
+    "messages",
+    `1 to ${MAX_PUBLISH_BATCH} messages, stored all or nothing, in this order.`,
+  ),
+});
+
+export const ClaimBody = object({
+  worker_id: id("Who holds the lease (for your logs and the dead letters' reason).", workerIdProblem),
+  visibility: seconds("> 0", "How long the lease lasts, in seconds (fractions allowed), at most 366 days."),
+  min_priority: v.optional(priority("Skip groups whose priority is below this (default 0).")),
+  max: v.optional(
+    integer(
+      1,
+      MAX_CLAIM_BATCH,
+      `Claim up to this many leases, in distinct groups, and answer \`{"leases": [...]}\` (possibly empty) instead of one lease or 204.`,
+    ),
+  ),
+  wait: v.optional(
+    v.pipe(
+      v.number(says(waitProblem)),
+      obeys<number>(waitProblem),
+      v.minValue(0),
+      v.maxValue(MAX_CLAIM_WAIT),
+      v.description(
+        `Long poll: when nothing is deliverable, hold the request up to this many seconds (0 to ${MAX_CLAIM_WAIT}, default 0) and answer as soon as a lease can be taken; then 204 (or \`{"leases": []}\` with \`max\`) when the wait is over.`,
+      ),
+    ),
+  ),
+  ack: v.optional(
+    list(
+      leaseId,
+      MAX_CLAIM_ACKS,
+      "lease ids",
+      `Leases to ack before claiming (1 to ${MAX_CLAIM_ACKS}), in the same database batch as the claim: one round trip per message for a steady consumer. Needs \`max\`; each ack's outcome is in the answer's \`acks\`, and a failed ack never fails the claim.`,
+    ),
+  ),
+});
+
+export const NoBody = object({});
+
+export const NackBody = object({
+  delay: v.optional(
+    seconds(
+      ">= 0",
+      "0 (default) frees the message for the next claim now; > 0 parks it, blocking its group, for that many seconds.",
+    ),
+  ),
+});
+
+export const ExtendBody = object({
+  visibility: seconds("> 0", "The lease now expires this many seconds from now (the database's clock)."),
+});
+
+/** A push subscription's name: the path's `{name}`. */
+export const SubscriptionPath = object({
+  name: v.pipe(
+    v.string(says(subscriptionNameProblem)),
+    v.regex(SUBSCRIPTION.name, says(subscriptionNameProblem)),
+    v.description("1 to 64 of A-Z, a-z, 0-9, `_` and `-`."),
+  ),
+});
+
+export const SubscriptionBody = object({
+  url: v.pipe(
+    v.string(says(pushUrlProblem)),
+    v.maxLength(SUBSCRIPTION.maxUrlLength, says(pushUrlProblem)),
+    obeys<string>(pushUrlProblem),
+    v.description("Where each message is POSTed: an http or https URL, without credentials."),
+    v.examples(["https://consumer.example.com/queue"]),
+  ),
+  min_priority: v.optional(priority("Deliver only groups of this priority or above (default 0).")),
+  max_in_flight: v.optional(
+    integer(
+      1,
+      SUBSCRIPTION.maxInFlight,
+      `Deliveries awaiting the consumer's answer at once (default ${SUBSCRIPTION.defaultInFlight}).`,
+    ),
+  ),
+  visibility: v.optional(
+    seconds(
+      "> 0",
+      `Each delivery's lease, in seconds (default ${SUBSCRIPTION.defaultVisibility}): the consumer must answer (or, after a 202, ack) within it.`,
+    ),
+  ),
+});
+
+export const DeadLetterQuery = object(
+  {
+    group_id: v.optional(v.pipe(v.string(once("must be a string")), id("Only this group's dead letters."))),
+    after_seq: v.optional(
+      seqText("Page after this seq: the previous page's `next_after_seq` (default 0, the first page).", true),
+    ),
+    limit: v.optional(
+      countText(
+        DEAD_LETTER_PAGE.max,
+        `Dead letters per page, 1 to ${DEAD_LETTER_PAGE.max} (default ${DEAD_LETTER_PAGE.default}).`,
+      ),
+    ),
+  },
+  "query parameter",
+);
+
+export const GroupsQuery = object(
+  {
+    limit: v.optional(
+      countText(GROUPS_PAGE.max, `Groups to list, 1 to ${GROUPS_PAGE.max} (default ${GROUPS_PAGE.default}).`),
+    ),
+  },
+  "query parameter",
+);

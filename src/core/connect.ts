@@ -1,0 +1,298 @@
+/**
+ * Connection set-up, expanded once: a transport's options checked and defaulted, the database named
+ * by a URL or a path opened the right way (a local file through the `libsql` driver, anything else
+ * through `@libsql/client`), the write engine that suits it, reads with bounded retries, and the
+ * schema brought up to date.
+ */
+import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
+import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS } from "../rules.js";
+import { backoff, RETRY_MS, sleep, withTimeout } from "./backoff.js";
+import { Committer } from "./committer.js";
+import type { WriteEngine } from "./engine.js";
+import { invalid, QueueError, toQueueError } from "./errors.js";
+import { httpUrlOf, httpWriter } from "./hrana.js";
+import { LocalWrites, localOf } from "./local.js";
+import { nodeFetch } from "./node-fetch.js";
+import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
+import type { Plan } from "./sql/index.js";
+import { checkCount, checkInteger, checkObject, checkPositiveSeconds } from "./validate.js";
+
+export interface TransportOptions {
+  /** Token for a remote primary (Turso database token, or a JWT for sqld with auth). */
+  authToken?: string;
+  /** Makes `database` (a `file:` path) an embedded replica of this primary. Node only. */
+  syncUrl?: string;
+  /** Seconds between background syncs of an embedded replica. */
+  syncInterval?: number;
+  /**
+   * Write batches in flight at once, per transport (default 1). sqld 0.24 serializes writers and, with
+   * several write batches waiting under sustained load, can stop answering writes altogether; one batch
+   * in flight, with group commit carrying everything that queues meanwhile, is both the fastest and the
+   * only setting that never wedged it here (BENCHMARKS.md).
+   */
+  maxInFlight?: number;
+  /** Most statements coalesced into one batch (default 800). */
+  maxBatchStatements?: number;
+  /**
+   * Most ms a write batch waits, after the previous one is answered, for its callers to come back
+   * with their next writes, so that they ride one batch instead of taking turns in two (default 0:
+   * never). For a transport whose callers answer over a network, such as the Worker's QueueWriter
+   * (4 ms); in-process callers come back at once and need none. Integer ms, 0-1000.
+   */
+  holdMs?: number;
+  /** Budget for one request to the database, in ms (default 10 000). */
+  requestTimeoutMs?: number;
+  /** Budget for a whole call including queueing and retries, in ms (default 30 000). */
+  timeoutMs?: number;
+  /** Deliveries a message gets before it moves to the dead letters (default 5; `Infinity`: never). */
+  maxAttempts?: number;
+  /** Seconds an idempotency key keeps its first answer (default 86 400 = 24 h). */
+  idempotencyWindow?: number;
+  /** A `fetch` for HTTP connections (tests count requests or cut them with it). */
+  fetch?: typeof fetch;
+  /**
+   * Local files only: `"full"` (default) syncs every commit to disk; `"normal"` (WAL + NORMAL, what
+   * plainjob and many SQLite queues use) survives a crash of the process but may lose the last
+   * commits if the machine itself goes down.
+   */
+  synchronous?: "full" | "normal";
+}
+
+/** `LibsqlTransport.fromClient`'s options: those that do not choose the connection, and two of its own. */
+export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
+  /**
+   * False skips the schema check (one read) when the caller already made sure of it: a Worker builds
+   * a transport per request (workerd forbids sharing in-flight I/O between requests) but checks the
+   * schema once per isolate.
+   */
+  ensureSchema?: boolean;
+  /**
+   * The database `client` was made for (`libsql://` or `http(s)://`, and its token): writes then go
+   * out as the same batch request without the client's machinery (hrana.ts, less CPU per write);
+   * reads still use `client`.
+   */
+  http?: { url: string; authToken?: string | undefined };
+};
+
+/** The options every transport runs with, checked and defaulted. */
+export interface Settings {
+  maxInFlight: number;
+  maxBatchStatements: number;
+  holdMs: number;
+  requestTimeoutMs: number;
+  timeoutMs: number;
+  /** `Infinity`: never dead-letter. */
+  maxAttempts: number;
+  idempotencyWindow: number;
+}
+
+const DEFAULTS: Settings = {
+  maxInFlight: 1,
+  maxBatchStatements: 800,
+  holdMs: 0,
+  requestTimeoutMs: 10_000,
+  timeoutMs: 30_000,
+  maxAttempts: DEFAULT_MAX_ATTEMPTS,
+  idempotencyWindow: DEFAULT_IDEMPOTENCY_WINDOW,
+};
+
+/** What a transport runs on. */
+export interface Connection {
+  client: Client;
+  writes: WriteEngine;
+  settings: Settings;
+  /** Close the client with the transport (it opened it). */
+  ownsClient: boolean;
+  /**
+   * Over the network, a publish without a user key takes a publisher slot, so that sending it again
+   * after a lost answer cannot enqueue twice (a local file has no answer to lose).
+   */
+  autoKeys: boolean;
+  /** One statement, retried while the database is busy or unreachable, bounded like writes. */
+  read(stmt: InStatement): Promise<ResultSet>;
+  /** A read-only plan, its statements one after the other. */
+  readPlan<T>(plan: Plan<T>): Promise<T>;
+}
+
+/** Opens `database` (a `file:` path or bare path, `:memory:`, an `http(s)://` or `libsql://` URL) and ensures the schema. */
+export async function connect(database: string, options: TransportOptions): Promise<Connection> {
+  const settings = settingsOf(options);
+  const config = clientConfig(database, options, settings);
+  const local = config.url === ":memory:" || (/^file:/i.test(config.url) && !options.syncUrl);
+  let client: Client;
+  try {
+    if (local) {
+      // Node only: a plain local file goes through the driver directly, with cached statements.
+      const { openLocal } = await import("./local.js");
+      client = await openLocal(
+        config.url === ":memory:" ? ":memory:" : config.url.replace(/^file:(\/\/)?/i, "").replace(/\?.*$/, ""),
+      );
+    } else {
+      const { createClient } = await import("@libsql/client");
+      client = createClient(config);
+    }
+  } catch (e) {
+    throw invalid("database", toQueueError(e).message);
+  }
+  // Over HTTP the write batch goes out through hrana.ts (the same request, less work per batch).
+  const http = /^https?:/i.test(config.url)
+    ? { url: config.url, authToken: config.authToken, fetch: config.fetch as typeof fetch }
+    : undefined;
+  const conn = connection(client, settings, { ownsClient: true, autoKeys: !local, http });
+  try {
+    if (options.syncUrl) await client.sync();
+    if (local && config.url !== ":memory:") {
+      // WAL lets readers and the single writer overlap; the Python transports open it the same way.
+      await client.execute("PRAGMA journal_mode=WAL");
+      // FULL (the default) syncs every commit; NORMAL survives a crash of the process, not of the OS.
+      await client.execute(`PRAGMA synchronous=${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
+    }
+    await ensureSchema(conn);
+  } catch (e) {
+    conn.writes.close();
+    client.close();
+    throw toQueueError(e);
+  }
+  return conn;
+}
+
+/** A connection over a client the caller made (and closes). */
+export async function wrapClient(client: Client, options: ClientOptions): Promise<Connection> {
+  checkObject("options", options);
+  const { ensureSchema: ensure = true, http, ...rest } = options;
+  const settings = settingsOf(rest);
+  const url = http === undefined ? undefined : httpUrlOf(typeof http.url === "string" ? http.url : "");
+  if (http !== undefined && url === undefined) {
+    throw invalid("options.http.url", "must be a libsql:// or http(s):// URL");
+  }
+  const target =
+    url === undefined
+      ? undefined
+      : {
+          url,
+          authToken: http?.authToken,
+          // The global fetch, looked up per call: a Worker's fetch belongs to its request.
+          fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
+        };
+  const conn = connection(client, settings, { ownsClient: false, autoKeys: client.protocol !== "file", http: target });
+  if (ensure) await ensureSchema(conn);
+  return conn;
+}
+
+function connection(
+  client: Client,
+  settings: Settings,
+  o: { ownsClient: boolean; autoKeys: boolean; http: Parameters<typeof httpWriter>[0] | undefined },
+): Connection {
+  const local = localOf(client);
+  const writes: WriteEngine = local
+    ? new LocalWrites(local, settings.timeoutMs)
+    : new Committer(client, settings, o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write")));
+  const read = (stmt: InStatement) => readWithRetries(client, stmt, settings);
+  return {
+    client,
+    writes,
+    settings,
+    ownsClient: o.ownsClient,
+    autoKeys: o.autoKeys,
+    read,
+    async readPlan(plan) {
+      const results: ResultSet[] = [];
+      for (const s of plan.stmts) results.push(await read(s));
+      return plan.read(results, false);
+    },
+  };
+}
+
+async function readWithRetries(client: Client, stmt: InStatement, s: Settings): Promise<ResultSet> {
+  const deadline = Date.now() + s.timeoutMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTimeout(client.execute(stmt), s.requestTimeoutMs);
+    } catch (e) {
+      const err = toQueueError(e);
+      const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
+      if (!retryable || Date.now() + 10 >= deadline) throw err;
+      await sleep(backoff(attempt, RETRY_MS));
+    }
+  }
+}
+
+/** Brings the database to SCHEMA_VERSION (one write batch), unless it is there already (one read). */
+async function ensureSchema(conn: Connection): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const version = await schemaVersion(conn);
+    if (version >= SCHEMA_VERSION) return;
+    try {
+      await conn.writes.submit({ stmts: migrationSteps(version), read: () => undefined, idempotent: true });
+      return;
+    } catch (e) {
+      // Another transport may have migrated meanwhile (its batch won, ours failed as a whole).
+      if (attempt > 0 || !(e instanceof QueueError) || e.code !== "DATABASE") throw e;
+    }
+  }
+}
+
+async function schemaVersion(conn: Connection): Promise<number> {
+  try {
+    const rs = await conn.read(READ_SCHEMA_VERSION);
+    return Number(rs.rows[0]?.value ?? 0);
+  } catch (e) {
+    if (!(e instanceof QueueError) || e.code !== "DATABASE") throw e;
+    return 0; // No tq_meta yet: a new database, or one made by the Python transports.
+  }
+}
+
+function settingsOf(o: TransportOptions): Settings {
+  checkObject("options", o);
+  const int = (field: keyof TransportOptions, v: number | undefined, d: number, max: number) =>
+    v === undefined ? d : checkCount(`options.${field}`, v, max);
+  return {
+    maxInFlight: int("maxInFlight", o.maxInFlight, DEFAULTS.maxInFlight, 64),
+    maxBatchStatements: int("maxBatchStatements", o.maxBatchStatements, DEFAULTS.maxBatchStatements, 10_000),
+    holdMs: o.holdMs === undefined ? DEFAULTS.holdMs : checkInteger("options.holdMs", o.holdMs, 0, 1000),
+    requestTimeoutMs: int("requestTimeoutMs", o.requestTimeoutMs, DEFAULTS.requestTimeoutMs, 3_600_000),
+    timeoutMs: int("timeoutMs", o.timeoutMs, DEFAULTS.timeoutMs, 3_600_000),
+    maxAttempts:
+      o.maxAttempts === undefined || o.maxAttempts === Number.POSITIVE_INFINITY
+        ? (o.maxAttempts ?? DEFAULTS.maxAttempts)
+        : checkCount("options.maxAttempts", o.maxAttempts, 1_000_000),
+    idempotencyWindow:
+      o.idempotencyWindow === undefined
+        ? DEFAULTS.idempotencyWindow
+        : checkPositiveSeconds("options.idempotencyWindow", o.idempotencyWindow, 30 * 86_400),
+  };
+}
+
+/** `database` and the options as a client config. */
+function clientConfig(database: string, o: TransportOptions, s: Settings): Config {
+  if (typeof database !== "string" || database.length === 0) throw invalid("database", "must be a non-empty string");
+  let url = database;
+  if (url === ":memory:") {
+    // as is
+  } else if (/^libsql:/i.test(url)) {
+    // libsql:// means "pick for me"; we pick HTTP so that every operation is one request.
+    url = url.replace(/^libsql:/i, /[?&]tls=0/.test(url) ? "http:" : "https:");
+  } else if (!/^(file|https?|wss?):/i.test(url)) {
+    url = `file:${url}`;
+  }
+  if (o.syncUrl !== undefined && !/^file:/i.test(url)) {
+    throw invalid("database", "an embedded replica (syncUrl) needs a file: path");
+  }
+  if (o.syncInterval !== undefined) checkPositiveSeconds("options.syncInterval", o.syncInterval);
+  if (o.synchronous !== undefined && o.synchronous !== "full" && o.synchronous !== "normal") {
+    throw invalid("options.synchronous", `must be "full" or "normal", got ${JSON.stringify(o.synchronous)}`);
+  }
+  // In Node, keep-alive connections without Nagle's delay (node-fetch.ts); elsewhere the platform's fetch.
+  const base = o.fetch ?? nodeFetch() ?? globalThis.fetch;
+  const timeoutFetch = (input: RequestInfo | URL, init?: RequestInit) =>
+    base(input, { ...init, signal: AbortSignal.timeout(s.requestTimeoutMs) });
+  return {
+    url,
+    authToken: o.authToken,
+    syncUrl: o.syncUrl?.replace(/^libsql:/i, "https:"),
+    syncInterval: o.syncInterval,
+    fetch: timeoutFetch,
+    concurrency: Math.max(20, s.maxInFlight + 8),
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * The write path's one interface. Every write is a plan (src/core/sql) that must run as one atomic
+ * batch; an engine takes them from concurrent callers and commits them in groups, each caller
+ * getting its own answer or its own error. Two engines implement it: the committer (a database over
+ * the network: one HTTP request per batch, timeouts, resends) and local files (in-process, one
+ * transaction per tick).
+ */
+import type { Plan } from "./sql/index.js";
+
+export interface WriteSpec<T> extends Plan<T> {
+  /**
+   * May this write be sent again after a response that never came (it may have applied)? If so,
+   * its `resend` plan (when it has one) goes instead.
+   */
+  idempotent: boolean;
+  /**
+   * Given this write's answer, is its caller expected to send its next write right away (a consumer
+   * that got a lease acks it; one that acked claims again)? Such callers are what a hold waits for.
+   */
+  comesBack?: (answer: T) => boolean;
+}
+
+/** Counters of an engine, for tests and benchmarks. */
+export interface WriteStats {
+  /** Batches committed, the writes and statements they carried. */
+  batches: number;
+  writes: number;
+  statements: number;
+  /** Batches sent again after a failure that allowed it; of those, the database's BUSY answers. */
+  retries: number;
+  busy: number;
+  /** Holds of the next batch for callers expected back, and those that ended by their timer. */
+  holds: number;
+  holdsTimedOut: number;
+}
+
+export interface WriteEngine {
+  submit<T>(spec: WriteSpec<T>): Promise<T>;
+  /** Fails what is queued with CLOSED; nothing is accepted after. */
+  close(): void;
+  readonly stats: Readonly<WriteStats>;
+}
+
+export const newStats = (): WriteStats => ({
+  batches: 0,
+  writes: 0,
+  statements: 0,
+  retries: 0,
+  busy: 0,
+  holds: 0,
+  holdsTimedOut: 0,
+});
+
+/**
+ * A batch rolled back as a whole: when the database says which statement failed, only the write
+ * that statement belongs to gets the error, and the others go again together. This answers which
+ * write that is, from the statement counts of the batched writes; -1 when the error does not say.
+ */
+export function failedWrite(statementCounts: number[], error: unknown): number {
+  const index = statementIndexOf(error);
+  if (index === undefined) return -1;
+  let end = 0;
+  for (let i = 0; i < statementCounts.length; i++) {
+    end += statementCounts[i] as number;
+    if (index < end) return i;
+  }
+  return -1;
+}
+
+/** The failed statement's index in a batch, when the error carries one (LibsqlBatchError, hrana.ts, local.ts). */
+function statementIndexOf(e: unknown): number | undefined {
+  for (let cur = e, depth = 0; cur && depth < 8; cur = (cur as { cause?: unknown }).cause, depth++) {
+    const i = (cur as { statementIndex?: unknown }).statementIndex;
+    if (typeof i === "number") return i;
+  }
+  return undefined;
+}

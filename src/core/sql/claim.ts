@@ -1,0 +1,174 @@
+/**
+ * The claim: the spec's round-robin over groups with nothing in flight, reshaped so that its cost
+ * follows what it takes, not what is in flight (src/core/schema.ts says what each index is for).
+ */
+import type { InStatement, ResultSet, Row } from "@libsql/client";
+import { DEAD } from "../../rules.js";
+import type { Lease } from "../types.js";
+import { leaseIdOf } from "./leases.js";
+import { NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
+
+export interface ClaimArgs {
+  /** This claim's fencing token (32 hex). */
+  token: string;
+  worker: string;
+  visibility: number;
+  /** How many leases, in distinct groups. */
+  n: number;
+  minPriority: number;
+  maxAttempts: number;
+  /** A value no lease expiry can take, unique to this claim: marks its poison messages. */
+  marker: number;
+}
+
+export interface ClaimResult<E> {
+  leases: Lease<E>[];
+  /** Messages this claim moved to the dead letters instead of leasing (it claims again for them). */
+  deadLettered: number;
+}
+
+/**
+ * A claim's round-robin stamp: the database clock, but never at or below the newest stamp among
+ * groups free to claim (one row from the end of `tq_groups_free`). The clock ticks in
+ * milliseconds; in-process claims can come several to a millisecond, and a tie would send the
+ * next claim back to the group created first instead of the one served longest ago. Evaluated
+ * only when a claim takes something.
+ */
+const STAMP = `max(${NOW}, coalesce((SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL), 0) + 0.000001)`;
+
+/**
+ * The spec's claim, reshaped so that its cost follows what it takes, not what is in flight:
+ * groups with nothing in flight are walked in round-robin order on the free index (never-claimed
+ * first, ties by creation), and groups held by a lease or park that has ended are found on the
+ * lock index (oldest first); of both, the first `n` go. Each group's first message is its head:
+ * taken if free or lapsed. One statement leases them all (the `tq_messages_leased` trigger stamps
+ * and hides their groups); the stamps grow by a microsecond per pick, so `n` leases in one claim
+ * line up as `n` single claims would.
+ *
+ * A head past its attempts is not leased but marked with the claim's negative marker (never a
+ * lease expiry), then moved to the dead letters by the two statements after.
+ */
+function claimText(single: boolean, guard: string): string {
+  const pick = `SELECT head, lca, rid FROM (
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca,
+             (SELECT CASE WHEN m.locked_by IS NULL OR m.lock_expiry < ${NOW} THEN m.seq END
+                FROM messages m WHERE m.group_id = g.group_id ORDER BY m.seq LIMIT 1) AS head
+        FROM groups g
+       WHERE g.tq_busy IS NULL AND g.priority >= :min AND head IS NOT NULL
+       ORDER BY g.last_claimed_at, g.rowid LIMIT :n)
+    UNION ALL
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca, m.seq AS head
+        FROM messages m JOIN groups g ON g.group_id = m.group_id
+       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${NOW}
+         AND g.tq_busy IS NOT NULL AND g.priority >= :min
+         AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
+       ORDER BY m.lock_expiry LIMIT :n))
+   WHERE ${guard}
+   ORDER BY lca, rid LIMIT :n`;
+  const set = (stamp: string) => `UPDATE messages
+   SET locked_by   = CASE WHEN coalesce(tq_attempts, 0) < :max THEN :worker ELSE '${DEAD}' END,
+       lock_expiry = CASE WHEN coalesce(tq_attempts, 0) < :max THEN ${NOW} + :vis ELSE :marker END,
+       tq_lease = :token || '|' || :worker,
+       tq_attempts = coalesce(tq_attempts, 0) + 1,
+       tq_claimed_at = ${stamp}`;
+  const returning =
+    "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp";
+  // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
+  return single
+    ? `${set(STAMP)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
+    : `WITH pick AS (${pick})
+${set("p.stamp")}
+  FROM (SELECT head, ${STAMP} + (row_number() OVER (ORDER BY lca, rid) - 1) * 0.000001 AS stamp FROM pick) AS p
+ WHERE messages.seq = p.head
+${returning}`;
+}
+
+/** The claim's text for one lease or several, first request or resend: built once each. */
+const claimTexts = new Map<string, string>();
+
+function claimStatement(a: ClaimArgs, guard: string): InStatement {
+  const cacheKey = `${a.n === 1}${guard}`;
+  let text = claimTexts.get(cacheKey);
+  if (text === undefined) {
+    text = claimText(a.n === 1, guard);
+    claimTexts.set(cacheKey, text);
+  }
+  return stmt(text, {
+    n: a.n,
+    min: a.minPriority,
+    max: a.maxAttempts,
+    worker: a.worker,
+    vis: a.visibility,
+    marker: a.marker,
+    token: a.token,
+  });
+}
+
+/** A resend must not lease more under one token: the leases of this token that are still live. */
+const OWN_LEASES = `messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW} AND tq_lease = :token || '|' || locked_by`;
+
+const poisoned = (r: { leased?: ResultSet }) => rowsOf(r.leased).some((row) => row.locked_by === DEAD);
+
+export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
+  const build = (resend: boolean) =>
+    plan(
+      [
+        [
+          "earlier",
+          resend
+            ? stmt(
+                `SELECT seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp FROM ${OWN_LEASES}`,
+                { token: a.token },
+              )
+            : undefined,
+        ],
+        ["leased", claimStatement(a, resend ? `NOT EXISTS (SELECT 1 FROM ${OWN_LEASES})` : "true")],
+        [
+          "dead",
+          a.maxAttempts < UNLIMITED
+            ? stmt(
+                `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts - 1, 'max_attempts', ${NOW}
+  FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id
+ WHERE m.locked_by IS NOT NULL AND m.lock_expiry = :marker
+ON CONFLICT (seq) DO NOTHING`,
+                { marker: a.marker },
+              )
+            : undefined,
+          poisoned,
+        ],
+        [
+          "removed",
+          a.maxAttempts < UNLIMITED
+            ? stmt("DELETE FROM messages WHERE locked_by IS NOT NULL AND lock_expiry = :marker", { marker: a.marker })
+            : undefined,
+          poisoned,
+        ],
+      ],
+      (r) => {
+        const rows = [...rowsOf(r.earlier), ...rowsOf(r.leased)];
+        const live = rows.filter((row) => row.locked_by === a.worker);
+        live.sort((x, y) => Number(x.stamp) - Number(y.stamp));
+        return {
+          leases: live.map((row) => toLease<E>(row, a.token, a.worker)),
+          deadLettered: rows.length - live.length,
+        };
+      },
+    );
+  return { ...build(false), resend: build(true) };
+}
+
+function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
+  const seq = Number(row.seq);
+  return {
+    id: leaseIdOf({ seq, token }),
+    seq,
+    groupId: String(row.group_id),
+    event: JSON.parse(String(row.event)) as E,
+    workerId,
+    expiresAt: Number(row.lock_expiry),
+    attempts: Number(row.attempts),
+  };
+}

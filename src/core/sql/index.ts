@@ -1,0 +1,8 @@
+/** Every statement the queue runs, by concern (see ./plan.ts). */
+export * from "./claim.js";
+export * from "./dead-letters.js";
+export * from "./inspect.js";
+export * from "./leases.js";
+export * from "./plan.js";
+export * from "./publish.js";
+export * from "./subscriptions.js";

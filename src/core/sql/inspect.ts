@@ -1,0 +1,121 @@
+/** What is in the queue, read without reading the queue: counters, groups worth watching, the next due moment. */
+import type { Row } from "@libsql/client";
+import { DELAYED, GROUP_COUNT_CAP, PARKED } from "../../rules.js";
+import type { GroupInfo, QueueStats } from "../types.js";
+import { NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
+
+/**
+ * Counts from the table sizes (a b-tree count, not a scan) and one walk of the live locks on the
+ * lock index: the cost follows what is in flight, not the depth.
+ */
+export function statsPlan(): Plan<QueueStats> {
+  return plan(
+    [
+      [
+        "counts",
+        stmt(`SELECT
+  (SELECT count(*) FROM messages) AS total,
+  (SELECT count(*) FROM groups) AS groups,
+  (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
+  live.in_flight, live.parked, live.delayed, live.held_groups,
+  ${NOW} AS now
+FROM (SELECT coalesce(sum(locked_by NOT IN ('${PARKED}', '${DELAYED}')), 0) AS in_flight,
+             coalesce(sum(locked_by = '${PARKED}'), 0) AS parked,
+             coalesce(sum(locked_by = '${DELAYED}'), 0) AS delayed,
+             -- a group is held when its first message is locked (a delayed one may sit further back)
+             count(DISTINCT CASE WHEN seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id
+                                              ORDER BY f.seq LIMIT 1) THEN group_id END) AS held_groups
+        FROM messages m WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS live`),
+      ],
+    ],
+    (r) => {
+      const row = rowsOf(r.counts)[0] as Row;
+      const total = Number(row.total);
+      const groups = Number(row.groups);
+      const inFlight = Number(row.in_flight);
+      const parked = Number(row.parked);
+      const delayed = Number(row.delayed);
+      const ready = Math.max(0, groups - Number(row.held_groups));
+      return {
+        ready,
+        waiting: Math.max(0, total - inFlight - parked - delayed - ready),
+        inFlight,
+        parked,
+        delayed,
+        groups,
+        deadLetters: Number(row.dead_letters),
+        now: Number(row.now),
+      };
+    },
+  );
+}
+
+/**
+ * Groups worth watching, without reading the queue: those whose first message is locked (leased,
+ * parked or delayed; newest lock first, from the lock index), then the next ones in round-robin
+ * order (from the free index); each with its messages counted up to GROUP_COUNT_CAP. At most
+ * `limit` × (GROUP_COUNT_CAP + a few) rows read.
+ */
+export function groupsPlan(limit: number): Plan<GroupInfo[]> {
+  return plan(
+    [
+      [
+        "groups",
+        stmt(
+          `WITH picked AS (
+  SELECT * FROM (
+    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord, 0 AS rid FROM messages m
+     WHERE m.locked_by IS NOT NULL AND m.lock_expiry >= ${NOW}
+       AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
+     ORDER BY m.lock_expiry DESC LIMIT :limit)
+  UNION ALL
+  SELECT * FROM (
+    SELECT g.group_id, 1 AS part, g.last_claimed_at AS ord, g.rowid AS rid FROM groups g
+     WHERE g.tq_busy IS NULL ORDER BY g.last_claimed_at, g.rowid LIMIT :limit))
+SELECT p.group_id, coalesce(g.priority, 0) AS priority, coalesce(g.last_claimed_at, 0) AS last_claimed_at,
+       (SELECT count(*) FROM (SELECT 1 FROM messages c WHERE c.group_id = p.group_id LIMIT ${GROUP_COUNT_CAP})) AS messages,
+       h.locked_by AS holder, h.lock_expiry >= ${NOW} AS live
+  FROM (SELECT group_id, min(part) AS part, min(ord) AS ord, min(rid) AS rid FROM picked GROUP BY group_id) AS p
+  LEFT JOIN groups g ON g.group_id = p.group_id
+  LEFT JOIN messages h ON h.seq = (SELECT f.seq FROM messages f WHERE f.group_id = p.group_id ORDER BY f.seq LIMIT 1)
+ ORDER BY p.part, p.ord, p.rid
+ LIMIT :limit`,
+          { limit },
+        ),
+      ],
+    ],
+    (r) =>
+      rowsOf(r.groups).map((row) => {
+        const holder = row.holder === null ? null : String(row.holder);
+        const live = Number(row.live) === 1;
+        return {
+          groupId: String(row.group_id),
+          messages: Number(row.messages),
+          priority: Number(row.priority),
+          inFlight: live && holder !== null && holder !== PARKED && holder !== DELAYED,
+          parked: live && (holder === PARKED || holder === DELAYED),
+          lastClaimedAt: Number(row.last_claimed_at),
+        };
+      }),
+  );
+}
+
+/**
+ * When something held by time may become deliverable: the earliest lease expiry, park end or
+ * delayed message's time still ahead (epoch seconds, database clock), and the database's now.
+ */
+export function nextDuePlan(): Plan<{ next: number | null; now: number }> {
+  return plan(
+    [
+      [
+        "next",
+        stmt(`SELECT (SELECT min(lock_expiry) FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS next,
+       ${NOW} AS now`),
+      ],
+    ],
+    (r) => {
+      const row = rowsOf(r.next)[0] as Row;
+      return { next: row.next === null ? null : Number(row.next), now: Number(row.now) };
+    },
+  );
+}

@@ -1,0 +1,197 @@
+/**
+ * Publishing: messages into their groups, with the key that makes a resend safe (the library's own
+ * publisher slot, or the user's idempotency key).
+ */
+import type { ResultSet } from "@libsql/client";
+import { DELAYED } from "../../rules.js";
+import { QueueError } from "../errors.js";
+import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
+
+const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
+
+export interface PublishRow {
+  groupId: string;
+  event: string;
+  priority: number;
+  /** Seconds before it may be delivered (0: now). */
+  delay: number;
+}
+
+/** How a publish proves, when sent again, whether its first request applied. */
+export type PublishKey =
+  | { kind: "none" }
+  /** The library's own: a slot of this process, reused once the publish has settled. */
+  | { kind: "slot"; slot: string; token: string; collect?: boolean }
+  /** The user's: kept for the idempotency window, with the request's fingerprint. */
+  | { kind: "user"; key: string; token: string; fingerprint: string; ttl: number };
+
+/**
+ * A delayed message is stored as the spec's transports understand a park: locked until its time
+ * (by `'__delayed__'`, so that the spec's claim never delivers it early and our counters tell it
+ * from a nack's park). A group created by a delayed message starts out of the free index (held);
+ * the lock index brings it back when the message comes due.
+ */
+function valuesOf(rows: PublishRow[]) {
+  const delayed = rows.some((r) => r.delay > 0);
+  const msgArgs: Args = {};
+  const grpArgs: Args = {};
+  const msg: string[] = [];
+  const grp: string[] = [];
+  rows.forEach((r, i) => {
+    msgArgs[`g${i}`] = r.groupId;
+    msgArgs[`e${i}`] = r.event;
+    grpArgs[`g${i}`] = r.groupId;
+    grpArgs[`p${i}`] = r.priority;
+    if (delayed) {
+      msgArgs[`d${i}`] = r.delay;
+      grpArgs[`d${i}`] = r.delay;
+      msg.push(
+        `(:g${i}, :e${i}, CASE WHEN :d${i} > 0 THEN '${DELAYED}' END, CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END)`,
+      );
+      grp.push(`(:g${i}, :p${i}, CASE WHEN :d${i} > 0 THEN 1 END)`);
+    } else {
+      msg.push(`(:g${i}, :e${i})`);
+      grp.push(`(:g${i}, :p${i})`);
+    }
+  });
+  return {
+    msgArgs,
+    grpArgs,
+    msgColumns: delayed ? "group_id, event, locked_by, lock_expiry" : "group_id, event",
+    grpColumns: delayed ? "group_id, priority, tq_busy" : "group_id, priority",
+    msgValues: msg.join(", "),
+    grpValues: grp.join(", "),
+  };
+}
+
+const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
+const range = (first: number, count: number) => Array.from({ length: count }, (_, i) => first + i);
+
+/**
+ * Inserts the messages and, for a group's first message, its group row (which sets its priority).
+ *
+ * With a key, the key's row records the seq the batch's first message will get (the next one,
+ * `sqlite_sequence` + 1), and the messages are inserted only while that still holds: in the batch
+ * that wrote the record, nothing was inserted in between; in a resend of that batch (its answer
+ * was lost), the seqs have moved on, so nothing is inserted twice, and the answer comes from the
+ * record. A slot record is one row updated in place; a user key's row stays for the window.
+ */
+export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]> {
+  const { msgArgs, grpArgs, msgColumns, grpColumns, msgValues, grpValues } = valuesOf(rows);
+  const selectMsg = msgColumns === "group_id, event" ? "column1, column2" : "column1, column2, column3, column4";
+  const selectGrp = grpColumns === "group_id, priority" ? "column1, column2" : "column1, column2, column3";
+  if (key.kind === "none") {
+    return plan(
+      [
+        ["inserted", stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs)],
+        ["groups", stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs)],
+      ],
+      (r) => seqsOf(r.inserted).sort((a, b) => a - b),
+    );
+  }
+  const table = key.kind === "slot" ? "tq_publishers" : "tq_idempotency";
+  const where = key.kind === "slot" ? "slot = :slot" : "key = :key";
+  const id: Args = key.kind === "slot" ? { slot: key.slot } : { key: key.key };
+  const mine = `(SELECT first_seq FROM ${table} WHERE ${where} AND token = :token) = ${NEXT_SEQ}`;
+  const record =
+    key.kind === "slot"
+      ? stmt(
+          `INSERT INTO tq_publishers (slot, token, first_seq, count, at) VALUES (:slot, :token, ${NEXT_SEQ}, :count, ${NOW})
+  ON CONFLICT (slot) DO UPDATE SET token = excluded.token, first_seq = excluded.first_seq, count = excluded.count,
+     at = excluded.at WHERE token <> excluded.token`,
+          { slot: key.slot, token: key.token, count: rows.length },
+        )
+      : stmt(
+          `INSERT INTO tq_idempotency (key, token, fingerprint, first_seq, count, expires_at)
+  VALUES (:key, :token, :fp, ${NEXT_SEQ}, :count, ${NOW} + :ttl) ON CONFLICT (key) DO NOTHING`,
+          { key: key.key, token: key.token, fp: key.fingerprint, count: rows.length, ttl: key.ttl },
+        );
+  // A slot's first request always writes its record (its token is new), so it inserts unguarded;
+  // a user's key may be taken already, and any resend must prove its first request did not apply.
+  const build = (guarded: boolean) =>
+    plan(
+      [
+        // An expired key may be used again; a few other expired keys are collected on the way.
+        [
+          "expired",
+          key.kind === "user"
+            ? stmt(`DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`, id)
+            : undefined,
+        ],
+        [
+          "collectedKeys",
+          key.kind === "user"
+            ? stmt(`DELETE FROM tq_idempotency WHERE key IN (
+  SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`)
+            : undefined,
+        ],
+        ["record", record],
+        // Now and then, the slots of processes gone for a day.
+        [
+          "collectedSlots",
+          key.kind === "slot" && key.collect ? stmt(`DELETE FROM tq_publishers WHERE at < ${NOW} - 86400`) : undefined,
+        ],
+        [
+          "inserted",
+          guarded
+            ? stmt(
+                `INSERT INTO messages (${msgColumns}) SELECT ${selectMsg} FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
+                { ...msgArgs, ...id, token: key.token },
+              )
+            : stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs),
+        ],
+        // A resend after the group emptied must not leave an empty group row.
+        [
+          "groups",
+          guarded
+            ? stmt(
+                `INSERT OR IGNORE INTO groups (${grpColumns}) SELECT ${selectGrp} FROM (VALUES ${grpValues}) AS v
+  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
+                grpArgs,
+              )
+            : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
+        ],
+        [
+          "state",
+          guarded
+            ? stmt(
+                `SELECT token, first_seq, count${key.kind === "user" ? ", fingerprint" : ""} FROM ${table} WHERE ${where}`,
+                id,
+              )
+            : undefined,
+        ],
+      ],
+      (r) => {
+        const inserted = seqsOf(r.inserted).sort((a, b) => a - b);
+        if (inserted.length > 0) return inserted;
+        const state = rowsOf(r.state)[0];
+        if (!state) throw new QueueError("DATABASE", "publish: the idempotency record is missing");
+        const sameRequest =
+          key.kind === "slot"
+            ? state.token === key.token
+            : state.fingerprint === key.fingerprint && Number(state.count) === rows.length;
+        if (!sameRequest) {
+          if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
+          throw new QueueError(
+            "IDEMPOTENCY_CONFLICT",
+            "idempotencyKey: this key was already used for a different request",
+            {
+              field: "idempotencyKey",
+            },
+          );
+        }
+        return range(Number(state.first_seq), rows.length);
+      },
+    );
+  return key.kind === "slot" ? { ...build(false), resend: build(true) } : build(true);
+}
+
+/** A publish's fingerprint, for its user key: the same request gives the same one. */
+export async function fingerprintOf(rows: PublishRow[]): Promise<string> {
+  // A delay is part of the request (version 1's fingerprints, without one, still match).
+  const text = JSON.stringify(
+    rows.map((r) => (r.delay > 0 ? [r.groupId, r.event, r.priority, r.delay] : [r.groupId, r.event, r.priority])),
+  );
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (x) => x.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,182 @@
+/**
+ * Every rule of the queue, written once: limits, patterns, reserved values, defaults, and the words
+ * a refusal uses. The library's checks (src/core/validate.ts), the HTTP API's schemas
+ * (src/contract/schemas.ts) and the client (src/client) all read them from here, so that the
+ * library, the API and the client refuse the same input with the same message.
+ *
+ * Dependency-free and pure: safe in every runtime and every bundle (the client never loads valibot).
+ * A `*Problem` function answers what is wrong with a value (`"must be an integer from 0 to 4, got 9"`),
+ * or undefined when nothing is; the caller puts the field's name in front.
+ */
+
+/** Longest id (group ids, worker ids, idempotency keys), in UTF-16 code units. */
+export const MAX_ID_LENGTH = 512;
+/** Largest event, as JSON text in UTF-16 code units (about 1 MiB of ASCII). */
+export const MAX_EVENT_CHARS = 1_048_576;
+/** Deepest nesting of an event's arrays and objects. */
+export const MAX_EVENT_DEPTH = 64;
+export const MIN_PRIORITY = 0;
+export const MAX_PRIORITY = 4;
+/** Longest visibility, delay or park, in seconds (366 days): `now + seconds` stays a sane REAL. */
+export const MAX_SECONDS = 366 * 24 * 3600;
+
+/** What `messages.locked_by` holds besides worker ids: the spec's park, a delayed publish, a poison message. */
+export const PARKED = "__parked__";
+export const DELAYED = "__delayed__";
+export const DEAD = "__dead__";
+/** The markers, and what each marks: no worker id may be one of them. */
+export const RESERVED_HOLDERS: Readonly<Record<string, string>> = {
+  [PARKED]: "parked messages",
+  [DELAYED]: "delayed messages",
+  [DEAD]: "dead messages",
+};
+
+/** Most messages in one batch publish. */
+export const MAX_PUBLISH_BATCH = 1000;
+/** Most leases one claim asks for. */
+export const MAX_CLAIM_BATCH = 100;
+/** Longest long poll of a claim, in seconds (SQS's is 20 too). */
+export const MAX_CLAIM_WAIT = 20;
+/** Most acks one claim carries. */
+export const MAX_CLAIM_ACKS = 100;
+/** Dead letters per page. */
+export const DEAD_LETTER_PAGE = { default: 100, max: 1000 } as const;
+/** Groups one listing returns. */
+export const GROUPS_PAGE = { default: 20, max: 100 } as const;
+/** Most messages a group listing counts in one group (a count that reaches it means "at least"). */
+export const GROUP_COUNT_CAP = 1000;
+/** Largest HTTP request body, in bytes (1 MiB). */
+export const MAX_BODY_BYTES = 1_048_576;
+
+/** Deliveries a message gets before it moves to the dead letters, unless configured otherwise. */
+export const DEFAULT_MAX_ATTEMPTS = 5;
+/** Seconds an idempotency key keeps its first answer, unless configured otherwise (24 h). */
+export const DEFAULT_IDEMPOTENCY_WINDOW = 86_400;
+
+/** Push subscriptions: their names, URLs, slots and leases. */
+export const SUBSCRIPTION = {
+  name: /^[A-Za-z0-9_-]{1,64}$/,
+  maxUrlLength: 2048,
+  maxInFlight: 100,
+  defaultInFlight: 10,
+  defaultVisibility: 30,
+} as const;
+
+/**
+ * The pauses of a loop that polls for messages where nothing can tell it when one arrives: from
+ * `minMs`, doubling per empty claim, up to `maxMs` (consume()'s idle backoff, a long poll served
+ * without the writer, the client's `wait` on an API without long polls).
+ */
+export const IDLE_POLL = { minMs: 50, maxMs: 1000 } as const;
+
+/** A lease id: `<seq>.<32 hex>`, the message and the token that fences its holder. */
+export const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
+
+// ---------------------------------------------------------------------------------------------
+// problems
+
+/** How a refused value is quoted in a message: `9`, `"30"`, `null`, `an object`. */
+export function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v === "number") return String(v);
+  if (typeof v === "string") return v.length > 40 ? `a string of ${v.length} characters` : JSON.stringify(v);
+  if (Array.isArray(v)) return "an array";
+  return typeof v === "object" ? "an object" : typeof v;
+}
+
+/** No lone surrogates (what UTF-8, JSON on the wire and SQLite's TEXT need). */
+export function isWellFormed(s: string): boolean {
+  // String.prototype.isWellFormed is Node 20+ and workerd; fall back to a regex elsewhere.
+  const f = (s as { isWellFormed?: () => boolean }).isWellFormed;
+  if (typeof f === "function") return f.call(s);
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+/** Group ids, worker ids and idempotency keys: 1 to 512 code units, no NUL, well-formed Unicode. */
+export function idProblem(v: unknown): string | undefined {
+  if (typeof v !== "string") return `must be a string, got ${describe(v)}`;
+  if (v.length === 0) return "must not be empty";
+  if (v.length > MAX_ID_LENGTH) return `must be at most ${MAX_ID_LENGTH} characters`;
+  if (v.includes("\u0000")) return "must not contain NUL characters";
+  if (!isWellFormed(v)) return "must be well-formed Unicode (no lone surrogates)";
+  return undefined;
+}
+
+/** A worker id is an id that may not impersonate the markers `locked_by` also holds. */
+export function workerIdProblem(v: unknown): string | undefined {
+  const p = idProblem(v);
+  if (p !== undefined) return p;
+  const marks = Object.hasOwn(RESERVED_HOLDERS, v as string) ? RESERVED_HOLDERS[v as string] : undefined;
+  if (marks !== undefined) return `must not be ${JSON.stringify(v)} (reserved for ${marks})`;
+  return undefined;
+}
+
+/** An integer from `min` to `max`. */
+export function integerProblem(v: unknown, min: number, max: number): string | undefined {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    return `must be an integer from ${min} to ${max}, got ${describe(v)}`;
+  }
+  return undefined;
+}
+
+export const priorityProblem = (v: unknown) => integerProblem(v, MIN_PRIORITY, MAX_PRIORITY);
+
+/** A count from 1 to `max` (leases, messages, a page). */
+export const countProblem = (v: unknown, max: number) => integerProblem(v, 1, max);
+
+/** Seconds, finite, `> 0` (a visibility) or `>= 0` (a delay), at most `max`. */
+export function secondsProblem(v: unknown, min: "> 0" | ">= 0", max: number = MAX_SECONDS): string | undefined {
+  if (typeof v !== "number" || !Number.isFinite(v) || (min === "> 0" ? v <= 0 : v < 0)) {
+    return `must be a finite number of seconds ${min}, got ${describe(v)}`;
+  }
+  if (v > max) return `must be at most ${max} seconds, got ${v}`;
+  return undefined;
+}
+
+/** A long poll's wait: 0 to MAX_CLAIM_WAIT seconds. */
+export function waitProblem(v: unknown): string | undefined {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > MAX_CLAIM_WAIT) {
+    return `must be a number of seconds from 0 to ${MAX_CLAIM_WAIT}, got ${describe(v)}`;
+  }
+  return undefined;
+}
+
+/** A message's seq (a dead letter's, for one): a positive safe integer. */
+export function seqProblem(v: unknown): string | undefined {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1)
+    return `must be a positive integer, got ${describe(v)}`;
+  return undefined;
+}
+
+export function leaseIdProblem(v: unknown): string | undefined {
+  return typeof v === "string" && LEASE_ID.test(v) ? undefined : "is not a lease id of this queue";
+}
+
+export function subscriptionNameProblem(v: unknown): string | undefined {
+  if (typeof v !== "string" || !SUBSCRIPTION.name.test(v)) {
+    return `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${describe(v)}`;
+  }
+  return undefined;
+}
+
+/** Where pushes go: an absolute http(s) URL without credentials (consumers check the signature instead). */
+export function pushUrlProblem(v: unknown): string | undefined {
+  if (typeof v !== "string") return `must be a string, got ${describe(v)}`;
+  if (v.length > SUBSCRIPTION.maxUrlLength) return `must be at most ${SUBSCRIPTION.maxUrlLength} characters`;
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    return `must be an absolute http or https URL, got ${describe(v)}`;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return `must be an absolute http or https URL, got ${describe(v)}`;
+  }
+  if (url.username !== "" || url.password !== "") {
+    return "must not hold credentials (verify the Turso-Queue-Signature header instead)";
+  }
+  return undefined;
+}
+
+/** The worker a push subscription's leases are held by (its deliveries' leases name it). */
+export const pushWorkerId = (subscription: string): string => `push:${subscription}`;
