@@ -13,6 +13,8 @@ export { SIGNATURE_HEADER, signPayload, verifySignature } from "./contract/signa
 export type { PushDelivery } from "./contract/types.js";
 export type { QueueErrorCode } from "./core/errors.js";
 export { QueueError, toQueueError } from "./core/errors.js";
+export type { Shard } from "./core/sharded.js";
+export { ShardedQueue } from "./core/sharded.js";
 export type { ClientOptions, TransportOptions } from "./core/transport.js";
 export { LibsqlTransport } from "./core/transport.js";
 export type {

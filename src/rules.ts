@@ -72,6 +72,12 @@ export const IDLE_POLL = { minMs: 50, maxMs: 1000 } as const;
 /** A lease id: `<seq>.<32 hex>`, the message and the token that fences its holder. */
 export const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
 
+/** The message a lease id names, or undefined for what is not a lease id. */
+export function parseLeaseSeq(id: unknown): number | undefined {
+  const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
+  return m ? Number(m[1]) : undefined;
+}
+
 // ---------------------------------------------------------------------------------------------
 // problems
 
@@ -180,3 +186,49 @@ export function pushUrlProblem(v: unknown): string | undefined {
 
 /** The worker a push subscription's leases are held by (its deliveries' leases name it). */
 export const pushWorkerId = (subscription: string): string => `push:${subscription}`;
+
+// ---------------------------------------------------------------------------------------------
+// named and sharded queues
+
+/** The queue that `/v1/...` (no queue in the path) and a Worker's TURSO_DATABASE_URL serve. */
+export const DEFAULT_QUEUE = "default";
+/** Most shards (databases) one queue spreads over. */
+export const MAX_SHARDS = 16;
+
+/**
+ * A queue's name: 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, no "--"
+ * (a shard's database is `<name>--<shard>`), so that it is a valid Turso database name and sqld
+ * namespace as it is.
+ */
+export function queueNameProblem(v: unknown): string | undefined {
+  if (typeof v !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/.test(v) || v.includes("--")) {
+    return `must be 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--", got ${describe(v)}`;
+  }
+  return undefined;
+}
+
+/**
+ * The shard a group lives on: FNV-1a (32 bits) of the group id's UTF-8 bytes, modulo the shard
+ * count. Stable across processes, runtimes and languages, so that every publisher puts a group's
+ * messages in one database and FIFO and one-in-flight per group hold as on one database.
+ */
+export function shardOf(groupId: string, shards: number): number {
+  if (shards <= 1) return 0;
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(groupId)) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shards;
+}
+
+/**
+ * A sharded queue's seqs (and lease ids, which start with one) name their shard: `seq × MAX_SHARDS +
+ * shard` (a one-shard queue keeps its database's seqs as they are). A group's seqs still grow in
+ * publish order, since a group lives on one shard.
+ */
+export const shardedSeq = {
+  of: (local: number, shard: number, shards: number): number => (shards <= 1 ? local : local * MAX_SHARDS + shard),
+  shard: (seq: number, shards: number): number => (shards <= 1 ? 0 : seq % MAX_SHARDS),
+  local: (seq: number, shards: number): number => (shards <= 1 ? seq : Math.floor(seq / MAX_SHARDS)),
+};

@@ -33,6 +33,11 @@ export interface SqldOptions {
   authJwtKeyFile?: string;
   /** Also serve the admin API on a free port (for the rows read/written that Turso bills, see `billed`). */
   admin?: boolean;
+  /**
+   * Many databases in one server (`--enable-namespaces`, which needs the admin API): each request names
+   * its database in a header (src/core/connect.ts `namespace`); `createNamespace` makes one.
+   */
+  namespaces?: boolean;
   /** Seconds to wait for the server to answer /health. */
   readyTimeoutS?: number;
   extraArgs?: string[];
@@ -76,8 +81,9 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
   if (grpcPort !== undefined) args.push("--grpc-listen-addr", `127.0.0.1:${grpcPort}`);
   if (opts.primaryGrpcUrl) args.push("--primary-grpc-url", opts.primaryGrpcUrl);
   if (opts.authJwtKeyFile) args.push("--auth-jwt-key-file", opts.authJwtKeyFile);
-  const adminPort = opts.admin ? await freePort() : undefined;
+  const adminPort = opts.admin || opts.namespaces ? await freePort() : undefined;
   if (adminPort !== undefined) args.push("--admin-listen-addr", `127.0.0.1:${adminPort}`);
+  if (opts.namespaces) args.push("--enable-namespaces");
   args.push(...(opts.extraArgs ?? []));
 
   const child = spawn(SQLD_BIN, args, {
@@ -110,7 +116,8 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
     }
     try {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
-      if (res.ok) break;
+      // With namespaces, /health is answered by the default namespace, which need not exist yet.
+      if (res.ok || (opts.namespaces && res.status < 500)) break;
     } catch {
       // not listening yet
     }

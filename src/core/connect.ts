@@ -51,6 +51,11 @@ export interface TransportOptions {
   /** A `fetch` for HTTP connections (tests count requests or cut them with it). */
   fetch?: typeof fetch;
   /**
+   * The database's namespace on an sqld started with `--enable-namespaces` (every request names it
+   * in the `x-namespace-bin` header): how one local sqld holds many queues' databases.
+   */
+  namespace?: string;
+  /**
    * Local files only: `"full"` (default) syncs every commit to disk; `"normal"` (WAL + NORMAL, what
    * plainjob and many SQLite queues use) survives a crash of the process but may lose the last
    * commits if the machine itself goes down.
@@ -71,7 +76,7 @@ export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "sy
    * out as the same batch request without the client's machinery (hrana.ts, less CPU per write);
    * reads still use `client`.
    */
-  http?: { url: string; authToken?: string | undefined };
+  http?: { url: string; authToken?: string | undefined; namespace?: string | undefined };
 };
 
 /** The options every transport runs with, checked and defaulted. */
@@ -165,15 +170,10 @@ export async function wrapClient(client: Client, options: ClientOptions): Promis
   if (http !== undefined && url === undefined) {
     throw invalid("options.http.url", "must be a libsql:// or http(s):// URL");
   }
+  // The global fetch, looked up per call: a Worker's fetch belongs to its request.
+  const global = (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init);
   const target =
-    url === undefined
-      ? undefined
-      : {
-          url,
-          authToken: http?.authToken,
-          // The global fetch, looked up per call: a Worker's fetch belongs to its request.
-          fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
-        };
+    url === undefined ? undefined : { url, authToken: http?.authToken, fetch: inNamespace(global, http?.namespace) };
   const conn = connection(client, settings, { ownsClient: false, autoKeys: client.protocol !== "file", http: target });
   if (ensure) await ensureSchema(conn);
   return conn;
@@ -287,12 +287,43 @@ function clientConfig(database: string, o: TransportOptions, s: Settings): Confi
   const base = o.fetch ?? nodeFetch() ?? globalThis.fetch;
   const timeoutFetch = (input: RequestInfo | URL, init?: RequestInit) =>
     base(input, { ...init, signal: AbortSignal.timeout(s.requestTimeoutMs) });
+  if (o.namespace !== undefined) checkNamespace("options.namespace", o.namespace);
   return {
     url,
     authToken: o.authToken,
     syncUrl: o.syncUrl?.replace(/^libsql:/i, "https:"),
     syncInterval: o.syncInterval,
-    fetch: timeoutFetch,
+    fetch: inNamespace(timeoutFetch, o.namespace),
     concurrency: Math.max(20, s.maxInFlight + 8),
   };
+}
+
+/** sqld (with `--enable-namespaces`) picks a request's database by this header: the name, in base64 without padding. */
+export const NAMESPACE_HEADER = "x-namespace-bin";
+
+export const namespaceHeaderValue = (namespace: string): string =>
+  btoa(String.fromCharCode(...new TextEncoder().encode(namespace))).replace(/=+$/, "");
+
+function checkNamespace(field: string, v: unknown): string {
+  if (typeof v !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(v)) {
+    throw invalid(field, `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/**
+ * `f`, sending every request to `namespace` (as is without one). The client hands `fetch` a Request;
+ * the write path a URL and an init: both become one Request with the header set.
+ */
+export function inNamespace<F extends (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>>(
+  f: F,
+  namespace: string | undefined,
+): F {
+  if (namespace === undefined) return f;
+  const value = namespaceHeaderValue(checkNamespace("namespace", namespace));
+  return ((input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init);
+    request.headers.set(NAMESPACE_HEADER, value);
+    return f(request);
+  }) as F;
 }
