@@ -2,7 +2,7 @@
  * The spec's Python transports and ours share one database. These tests play the Python side with
  * the spec's own SQL, statement for statement, over a raw client.
  */
-import { type Client, createClient } from "@libsql/client";
+import { createClient } from "@libsql/client";
 import { describe, expect, it } from "vitest";
 import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport } from "../../src/index.js";
