@@ -232,3 +232,16 @@ export const shardedSeq = {
   shard: (seq: number, shards: number): number => (shards <= 1 ? 0 : seq % MAX_SHARDS),
   local: (seq: number, shards: number): number => (shards <= 1 ? seq : Math.floor(seq / MAX_SHARDS)),
 };
+
+/** Where a Durable Object may be asked to run (Cloudflare's location hints): next to its database's primary. */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
+
+export function locationHintProblem(v: unknown): string | undefined {
+  return typeof v === "string" && (LOCATION_HINTS as readonly string[]).includes(v)
+    ? undefined
+    : `must be one of ${LOCATION_HINTS.join(", ")}, got ${describe(v)}`;
+}
+
+/** The database of a queue's shard: the queue's name, or `<name>--<shard>` when it has several. */
+export const shardDatabaseName = (queue: string, shard: number, shards: number): string =>
+  shards <= 1 ? queue : `${queue}--${shard}`;

@@ -12,6 +12,10 @@ export type QueueErrorCode =
   | "LEASE_NOT_FOUND"
   /** No dead letter has that seq (redriven, deleted, or never there). */
   | "DEAD_LETTER_NOT_FOUND"
+  /** No queue has that name (see the catalog of named queues). */
+  | "QUEUE_NOT_FOUND"
+  /** The queue still holds messages or dead letters: deleting it would drop them (unless forced). */
+  | "QUEUE_NOT_EMPTY"
   /** An idempotency key was reused for a different request. */
   | "IDEMPOTENCY_CONFLICT"
   /** The database stayed locked (SQLITE_BUSY) through every retry. Nothing was applied. */

@@ -25,7 +25,7 @@
  *   last message goes is deleted.
  */
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
@@ -122,6 +122,21 @@ const V3_OBJECTS = [
 ) WITHOUT ROWID`,
 ];
 
+/**
+ * Version 4: the catalog of named queues (the API's `/v1/queues`), kept in the default queue's
+ * database: each queue's shard count, its databases (how to reach each, without tokens), and where
+ * its writers should run. Nothing else reads or writes it; in any other database it stays empty.
+ */
+const V4_OBJECTS = [
+  `CREATE TABLE IF NOT EXISTS tq_queues (
+  name          TEXT PRIMARY KEY,
+  shards        INTEGER NOT NULL,
+  databases     TEXT NOT NULL,
+  location_hint TEXT,
+  created_at    REAL NOT NULL
+) WITHOUT ROWID`,
+];
+
 /** Records the version (never lowers it: a newer transport may have been there first). */
 const SET_VERSION = [
   "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -164,7 +179,8 @@ const FROM_V1_AFTER = [
  */
 export function migrationSteps(from: number): string[] {
   if (from >= SCHEMA_VERSION) return [];
-  if (from === 2) return [...V3_OBJECTS, ...SET_VERSION];
-  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...SET_VERSION];
-  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...SET_VERSION];
+  if (from === 3) return [...V4_OBJECTS, ...SET_VERSION];
+  if (from === 2) return [...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
+  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
+  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
 }

@@ -127,15 +127,16 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
   });
 });
 
-describe("migrating version 2 to version 3", () => {
-  it("adds tq_subscriptions and keeps the queue as it was", async () => {
+describe("migrating version 2 to the current version", () => {
+  it("adds tq_subscriptions (and tq_queues) and keeps the queue as it was", async () => {
     const url = `file:${tempFile()}`;
     const raw = createClient({ url });
-    // Version 2 is version 3 without tq_subscriptions.
+    // Version 2 is version 3 without tq_subscriptions; version 4 adds tq_queues.
     await raw.batch(
       [
         ...migrationSteps(0),
         "DROP TABLE tq_subscriptions",
+        "DROP TABLE tq_queues",
         "UPDATE tq_meta SET value = '2' WHERE key = 'schema_version'",
         "INSERT INTO messages (group_id, event) VALUES ('g', '\"g1\"'), ('g', '\"g2\"')",
         "INSERT INTO groups (group_id) VALUES ('g')",
@@ -146,7 +147,8 @@ describe("migrating version 2 to version 3", () => {
 
     const t = await LibsqlTransport.create(url);
     const version = await raw.execute("SELECT value FROM tq_meta WHERE key = 'schema_version'");
-    expect(Number(version.rows[0]?.value)).toBe(3);
+    expect(Number(version.rows[0]?.value)).toBe(SCHEMA_VERSION);
+    expect(migrationSteps(3).join("\n")).toContain("tq_queues");
     const g1 = (await t.claim("w", 30)) as Lease<string>;
     expect(g1.event).toBe("g1");
     const s = await putSubscription(t, "orders", { url: "https://example.com/hook" });

@@ -29,7 +29,15 @@ export const targets: Target[] = [
   },
 ];
 
-const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"];
+const TABLES = [
+  "messages",
+  "groups",
+  "tq_dead_letters",
+  "tq_idempotency",
+  "tq_publishers",
+  "tq_subscriptions",
+  "tq_queues",
+];
 
 /** Empties every queue table (the schema stays). Test files in a project run one at a time. */
 export async function resetDatabase(client: Client): Promise<void> {

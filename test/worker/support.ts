@@ -87,7 +87,15 @@ export function db() {
   return createClient({ url: env.TURSO_DATABASE_URL as string });
 }
 
-const TABLES = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"];
+const TABLES = [
+  "messages",
+  "groups",
+  "tq_dead_letters",
+  "tq_idempotency",
+  "tq_publishers",
+  "tq_subscriptions",
+  "tq_queues",
+];
 
 /** The QueueWriter of the database the Worker is bound to. */
 export function writer() {

@@ -5,4 +5,5 @@ export * from "./inspect.js";
 export * from "./leases.js";
 export * from "./plan.js";
 export * from "./publish.js";
+export * from "./queues.js";
 export * from "./subscriptions.js";
