@@ -25,10 +25,11 @@ function ensureBetterSqlite(): boolean {
     return true;
   } catch {
     progress(
-      "better-sqlite3's native addon is not built (ignore-scripts=true): building it with node-gyp (about a minute)",
+      "better-sqlite3's native addon is not built (package.json allowScripts denies its install script): building it with node-gyp (about a minute)",
     );
     try {
-      execSync("npm rebuild better-sqlite3 --ignore-scripts=false", {
+      // Rebuilding that one package past its allowScripts denial (a plain `npm rebuild` honours it).
+      execSync("npm rebuild better-sqlite3 --dangerously-allow-all-scripts", {
         cwd: ROOT,
         stdio: ["ignore", "ignore", "inherit"],
       });

@@ -1,20 +1,20 @@
 /**
- * The dashboard in a real browser: Debian's Chromium, driven by playwright-core, against the Worker
- * as `wrangler dev` serves it (scripts/support/worker.ts) and the real sqld. Set DASHBOARD_SCREENSHOT to a
- * path to keep the screenshot (`DASHBOARD_SCREENSHOT=docs/dashboard.png npx vitest run test/browser`).
+ * The dashboard in a real browser: Chromium (Debian's if installed, else the one @sparticuz/chromium
+ * ships; test/support/chromium.ts), driven by playwright-core, against the Worker as `wrangler dev`
+ * serves it (scripts/support/worker.ts) and the real sqld. Set DASHBOARD_SCREENSHOT to a path to keep the
+ * screenshot (`DASHBOARD_SCREENSHOT=docs/dashboard.png npx vitest run test/browser`).
  */
-import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
 import type * as T from "../../src/contract/types.js";
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
+import { launchChromium } from "../support/chromium.js";
 import { resetDatabase } from "../support/db.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const TOKEN = "browser-test-token-0123456789";
 
 let admin: LibsqlTransport;
@@ -66,24 +66,10 @@ const counterShows = (name: string, value: number) =>
     .waitFor({ timeout: 15_000 });
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)`);
-  }
   admin = await LibsqlTransport.create(inject("sqldUrl"));
   await resetDatabase(clientOf(admin));
   worker = await startWorker({ databaseUrl: inject("sqldUrl"), queueToken: TOKEN });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
 });
 

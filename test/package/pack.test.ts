@@ -1,8 +1,11 @@
 /**
- * The package as a user gets it: `npm pack` on a clean copy of the repo (its `prepare` builds dist/),
- * then `npm install <tarball>` into a fresh project (npm cache first, the registry only for what is
- * missing), where an ESM script, a CommonJS script, the README's examples and `tsc` (nodenext and
- * bundler resolution) use every entry.
+ * The package as a user gets it: a plain `npm pack` on a clean copy of the repo (no dist/, no flags:
+ * the copy's own .npmrc lets its `prepare` build dist/), then `npm install <tarball>` into a fresh
+ * project (npm cache first, the registry only for what is missing), where an ESM script, a CommonJS
+ * script, the README's examples and `tsc` (nodenext and bundler resolution) use every entry. A plain
+ * `npm publish --dry-run` on the same copy, dist/ removed again and a user npmrc saying
+ * `ignore-scripts=true`, must build and list the same files, and send nothing to its registry (a fake
+ * one on 127.0.0.1 that records what it is asked).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import {
@@ -16,6 +19,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,6 +36,7 @@ import { waitFor } from "../support/wait.js";
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const run = promisify(execFile);
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+  name: string;
   version: string;
   dependencies: Record<string, string>;
 };
@@ -47,6 +52,10 @@ let work: string;
 let app: string;
 let tarball: string;
 let packed: string[];
+/** The files `npm publish --dry-run` lists, and the requests its (fake) registry received. */
+let published: string[];
+const registryRequests: { method: string; url: string }[] = [];
+let registry: Server | undefined;
 let admin: LibsqlTransport;
 /** The API the client's examples talk to: the Worker under `wrangler dev`, on the shared sqld. */
 let worker: RunningWorker;
@@ -124,10 +133,10 @@ beforeAll(async () => {
   expect(existsSync(join(clone, "dist")), "a clean copy has no dist/").toBe(false);
   symlinkSync(join(ROOT, "node_modules"), join(clone, "node_modules"), "dir");
 
-  // The repo's .npmrc turns lifecycle scripts off for installs; a release packs with them on.
+  // A plain `npm pack`, as a release runs it: the clone's own .npmrc keeps our `prepare` (the build) on.
   const tgzDir = join(work, "tgz");
   mkdirSync(tgzDir);
-  await run("npm", ["pack", "--ignore-scripts=false", "--pack-destination", tgzDir], {
+  await run("npm", ["pack", "--pack-destination", tgzDir], {
     cwd: clone,
     env: cleanEnv(),
     timeout: 180_000,
@@ -138,6 +147,33 @@ beforeAll(async () => {
     .split("\n")
     .filter(Boolean)
     .map((p) => p.replace(/^package\//, ""));
+
+  // A plain `npm publish --dry-run` on the same copy, dist/ gone again, for a user whose own npmrc says
+  // ignore-scripts=true (the project's .npmrc overrides it). Its registry is a fake one here that
+  // answers 404 to everything and records each request: `--dry-run` asks for the package's metadata
+  // (the versions already published) and must never send it (a PUT).
+  rmSync(join(clone, "dist"), { recursive: true, force: true });
+  expect(existsSync(join(clone, "dist")), "dist/ removed before publishing").toBe(false);
+  const userconfig = join(work, "user.npmrc");
+  writeFileSync(userconfig, "ignore-scripts=true\n");
+  const fake = createServer((req, res) => {
+    registryRequests.push({ method: req.method ?? "", url: req.url ?? "" });
+    req.resume();
+    res.writeHead(404, { "content-type": "application/json" }).end('{"error":"not found"}');
+  });
+  registry = fake;
+  await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+  const { port } = fake.address() as { port: number };
+  const { stdout: publishOut } = await run(
+    "npm",
+    ["publish", "--dry-run", "--json", `--registry=http://127.0.0.1:${port}/`],
+    { cwd: clone, env: cleanEnv({ npm_config_userconfig: userconfig }), timeout: 180_000, maxBuffer: 16 * 1024 * 1024 },
+  );
+  // stdout holds the build's own output (publish runs scripts in the foreground), then the JSON.
+  const json = publishOut.slice(publishOut.search(/^\{/m));
+  const report = (JSON.parse(json) as Record<string, { files: { path: string }[] } | undefined>)[pkg.name];
+  if (!report) throw new Error(`npm publish --dry-run --json printed no report for ${pkg.name}: ${publishOut}`);
+  published = report.files.map((f) => f.path);
 
   // A fresh project installs the tarball, and hono (for mounting the API), as the README says.
   app = join(work, "app");
@@ -155,6 +191,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
+  registry?.close();
   await worker?.stop();
   admin?.close();
   if (work) rmSync(work, { recursive: true, force: true });
@@ -181,6 +218,15 @@ describe("npm pack → npm install → import", () => {
     expect(
       packed.filter((p) => /worker/i.test(p)),
       "the Worker bundle",
+    ).toEqual([]);
+  });
+
+  it("a plain npm publish --dry-run builds and lists the same files, and sends nothing", () => {
+    expect([...published].sort()).toEqual([...packed].sort());
+    expect(published).toContain("dist/index.js");
+    expect(
+      registryRequests.filter((r) => r.method !== "GET"),
+      "requests that could publish",
     ).toEqual([]);
   });
 
