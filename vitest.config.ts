@@ -28,6 +28,7 @@ export default defineConfig({
               bindings: {
                 TURSO_DATABASE_URL: inject("workerSqldUrl"),
                 QUEUE_TOKEN: TEST_TOKEN,
+                QUEUE_DATABASES: inject("workerQueueDatabases"),
               },
             },
           })),

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { LibsqlTransport } from "../src/core/transport.js";
 import { startSqld } from "./support/sqld.js";
 
-/** Local only (the Worker listens on 127.0.0.1): a fixed token keeps the README's curl session exact. */
+/** Local only (the Worker listens on 127.0.0.1): a fixed token keeps the curl session of docs/http.md exact. */
 export const DEV_TOKEN = "dev-queue-token-change-me";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");

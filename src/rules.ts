@@ -245,3 +245,11 @@ export function locationHintProblem(v: unknown): string | undefined {
 /** The database of a queue's shard: the queue's name, or `<name>--<shard>` when it has several. */
 export const shardDatabaseName = (queue: string, shard: number, shards: number): string =>
   shards <= 1 ? queue : `${queue}--${shard}`;
+
+/** A push subscription's signing secret, when the caller sets it (to share or rotate one): 16 to 256 visible ASCII characters. */
+export function signingSecretProblem(v: unknown): string | undefined {
+  if (typeof v !== "string" || !/^[!-~]{16,256}$/.test(v)) {
+    return `must be 16 to 256 visible ASCII characters, got ${describe(v)}`;
+  }
+  return undefined;
+}

@@ -1,11 +1,13 @@
 /**
- * The Worker entry: the queue's HTTP API (src/app) over the Turso/libSQL database named by the
- * bindings (parsed once per isolate, see src/app/env.ts).
+ * The Worker entry: the queue's HTTP API (src/app) over the Turso/libSQL databases named by the
+ * bindings (parsed once per isolate, see src/app/env.ts): the default queue's, and those of the
+ * named queues in its catalog.
  *
- * With the QUEUE_WRITER Durable Object bound (wrangler.toml binds it), the Worker answers
- * `/healthz` and the bearer check at the edge and forwards every authorized `/v1` request to one
- * QueueWriter per database. That object runs the same API over one long-lived transport, so that
- * requests from every isolate share one write path: concurrent claims, acks and publishes ride one
+ * With the QUEUE_WRITER Durable Object bound (wrangler.toml binds it), the Worker answers the pages
+ * and the bearer check at the edge (src/app/edge.ts) and sends every authorized `/v1` request to
+ * the QueueWriter of its queue's database: one per database, asked to run next to its primary (a
+ * location hint). That object runs the same API over one long-lived transport, so that requests
+ * from every isolate share one write path: concurrent claims, acks and publishes ride one
  * `batch(…, "write")`, with one batch in flight to the database (sqld and a Turso primary have one
  * writer; many batches waiting only slow each other down). A Worker cannot do that by itself:
  * workerd does not let one request wait on I/O another request started.
@@ -14,13 +16,21 @@
  * one request per isolate at the database (src/app/gate.ts).
  */
 import { DurableObject } from "cloudflare:workers";
-import { createApp, createEdgeApp } from "./app/app.js";
+import { createApp } from "./app/app.js";
 import { type ClaimInput, claimWithAcks } from "./app/claiming.js";
+import type { ShardOf } from "./app/context.js";
+import { databaseKey } from "./app/databases.js";
+import { createEdgeApp, type Writer } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
+import { catalogOf } from "./app/queues.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
-import { type Outcome, outcome, type WriterPort } from "./app/writer/port.js";
+import { databaseRef, type Outcome, outcome, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
+import type { Database } from "./core/databases.js";
+import type { QueueInfo } from "./core/queues.js";
+import { shardLease } from "./core/sharded.js";
 import type { LibsqlTransport } from "./core/transport.js";
+import type { Lease } from "./core/types.js";
 
 /**
  * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
@@ -29,19 +39,28 @@ import type { LibsqlTransport } from "./core/transport.js";
  */
 export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
+/** Where a writer keeps the database it serves, for the wakes that come with no request (its alarm). */
+const DATABASE_KEY = "database";
+
 /**
- * The database's single writer: the whole API over one shared transport, and the push deliveries
- * of its subscriptions (src/app/writer/pusher.ts), woken by this object's alarm so that they resume
- * after an eviction with no request arriving.
+ * A database's single writer: the whole API over one shared transport, and the push deliveries of
+ * its subscriptions (src/app/writer/pusher.ts), woken by this object's alarm so that they resume
+ * after an eviction with no request arriving. The default queue's writer also keeps the catalog of
+ * named queues.
  */
 export class QueueWriter extends DurableObject<WorkerBindings> implements WriterPort {
   readonly #transports = sharedTransports();
   #pusher: Pusher | undefined;
-  readonly #app = createApp((config) => this.#queue(config), {
+  /** The database this writer serves, and which shard of its queue it is: named by the edge, kept in storage for its alarm. */
+  #database: Database | undefined;
+  #shard: ShardOf | undefined;
+  #retired = false;
+  readonly #app = createApp((config, target) => this.#queue(config, target.database, target.shard), {
     dbConcurrency: Number.POSITIVE_INFINITY,
     waits: "dispatch",
     // Reachable only through the namespace binding, from the edge app, which checked the token.
     auth: "forwarded",
+    queueDeleted: (config, queue) => this.#retireWriters(config, queue),
   });
 
   override fetch(request: Request): Promise<Response> {
@@ -49,10 +68,10 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   }
 
   /** The edge's lean path (src/app/writer/port.ts): a claim that does not wait. */
-  claim(input: ClaimInput): ReturnType<WriterPort["claim"]> {
+  claim(input: ClaimInput, database: Database): ReturnType<WriterPort["claim"]> {
     return outcome(async () => {
       const config = this.#config();
-      const queue = await this.#queue(config);
+      const queue = await this.#queue(config, database);
       return claimWithAcks(input, {
         queue: async () => queue,
         idle: async () => {},
@@ -62,11 +81,30 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   }
 
   /** The edge's lean path: an ack. */
-  ack(leaseId: string): Promise<Outcome<null>> {
+  ack(leaseId: string, database: Database): Promise<Outcome<null>> {
     return outcome(async () => {
-      await (await this.#queue(this.#config())).ack(leaseId);
+      await (await this.#queue(this.#config(), database)).ack(leaseId);
       return null;
     });
+  }
+
+  /**
+   * A named queue, as this (the default queue's) writer's catalog says: read each time (the edge
+   * caches; an edge and a writer may share an isolate, and so lookupQueue's cache).
+   */
+  lookup(name: string): Promise<Outcome<QueueInfo | null>> {
+    return outcome(async () => {
+      const config = this.#config();
+      return (await catalogOf(config, await this.#queue(config, config.database)).get(name)) ?? null;
+    });
+  }
+
+  /** Its queue was deleted: no more pushes, no more wakes, nothing kept. */
+  async retire(): Promise<void> {
+    this.#retired = true;
+    this.#pusher?.stop();
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
   }
 
   #config(): Config {
@@ -83,16 +121,32 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   /** Reads the subscriptions and delivers what is due (the alarm, and the Worker's cron as a safety net). */
   async wake(): Promise<void> {
     const parsed = parseEnv(this.env);
-    if (!parsed.ok) return;
-    await this.#queue(parsed.config);
+    if (!parsed.ok || this.#retired) return;
+    if (this.#database === undefined) {
+      const kept = await this.ctx.storage.get<{ database: Database; shard?: ShardOf }>(DATABASE_KEY);
+      this.#database = kept?.database ?? parsed.config.database;
+      this.#shard = kept?.shard;
+    }
+    await this.#queue(parsed.config, this.#database, this.#shard);
     await this.#pusher?.wake();
   }
 
-  async #queue(config: Config): Promise<LibsqlTransport> {
-    const queue = await this.#transports(config);
-    if (this.#pusher === undefined) {
+  async #queue(config: Config, database: Database | undefined, shard?: ShardOf): Promise<LibsqlTransport> {
+    const db = database ?? this.#database ?? config.database;
+    if (this.#database === undefined || (shard !== undefined && this.#shard === undefined)) {
+      this.#database = db;
+      this.#shard = shard;
+      if (databaseKey(db) !== databaseKey(config.database)) {
+        await this.ctx.storage.put(DATABASE_KEY, { database: databaseRef(db), ...(shard ? { shard } : {}) });
+      }
+    }
+    const queue = await this.#transports(config, { name: "", database: this.#database });
+    if (this.#pusher === undefined && !this.#retired) {
+      const shardOf = this.#shard;
       this.#pusher = new Pusher(queue, {
         recheckMs: config.recheckMs,
+        // A shard's deliveries name their shard, as the queue's API names its leases.
+        ...(shardOf && shardOf.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shardOf) } : {}),
         maxConnections: config.pushConnections,
         wakeAt: (at) => this.ctx.storage.setAlarm(at),
       });
@@ -100,36 +154,41 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     }
     return queue;
   }
+
+  /** The writers of a deleted queue's databases let go (their databases are gone). */
+  async #retireWriters(config: Config, queue: QueueInfo): Promise<void> {
+    await Promise.allSettled(
+      queue.databases.map((db) => (writerOf(config, this.env, db, undefined) as unknown as WriterPort).retire()),
+    );
+  }
 }
 
 /**
- * The writer's id, derived once per isolate (a hash each time otherwise). Ids are plain values;
- * stubs are not kept: a stub belongs to the request that made it.
+ * A database's writer: one Durable Object per database (named by its URL, and namespace if any),
+ * its id derived once per isolate (a hash each time otherwise). Ids are plain values; stubs are not
+ * kept: a stub belongs to the request that made it.
  */
 const writerIds = new WeakMap<object, Map<string, DurableObjectId>>();
-const writerStub = (config: Config, env: Bindings) => {
+const writerOf = (config: Config, env: Bindings, db: Database, hint: string | undefined): Writer => {
   const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
   let ids = writerIds.get(ns);
   if (!ids) {
     ids = new Map();
     writerIds.set(ns, ids);
   }
-  let id = ids.get(config.databaseUrl);
+  const key = databaseKey(db);
+  let id = ids.get(key);
   if (!id) {
-    id = ns.idFromName(config.databaseUrl);
-    ids.set(config.databaseUrl, id);
+    id = ns.idFromName(key);
+    ids.set(key, id);
   }
-  return ns.get(id);
+  const locationHint = (hint ?? config.locationHint) as DurableObjectLocationHint | undefined;
+  return ns.get(id, locationHint === undefined ? undefined : { locationHint }) as unknown as Writer;
 };
-
-const writerOf = (config: Config, env: Bindings): WriterPort => writerStub(config, env) as unknown as WriterPort;
 
 // Built on first use, not at startup: an isolate needs only one of them.
 let alone: ReturnType<typeof createApp> | undefined;
 let edge: ReturnType<typeof createEdgeApp> | undefined;
-
-// One writer per database: the name is the database URL.
-const forwardToWriter = (request: Request, config: Config, env: Bindings) => writerStub(config, env).fetch(request);
 
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
@@ -138,15 +197,15 @@ export default {
       alone ??= createApp(perRequestTransports());
       return alone.fetch(request, env, ctx);
     }
-    edge ??= createEdgeApp(forwardToWriter, writerOf);
+    edge ??= createEdgeApp(writerOf);
     return edge.fetch(request, env, ctx);
   },
 
-  /** The cron trigger (wrangler.toml): wakes the writer, in case its alarm was lost. */
+  /** The cron trigger (wrangler.toml): wakes the default queue's writer, in case its alarm was lost. */
   async scheduled(_controller: ScheduledController, env: WorkerBindings) {
     const parsed = parseEnv(env);
     if (env.QUEUE_WRITER === undefined || !parsed.ok) return;
-    const ns = env.QUEUE_WRITER;
-    await ns.get(ns.idFromName(parsed.config.databaseUrl)).wake();
+    const config = parsed.config;
+    await (writerOf(config, env, config.database, config.locationHint) as unknown as QueueWriter).wake();
   },
 } satisfies ExportedHandler<WorkerBindings>;

@@ -147,7 +147,7 @@ async function naiveCycle(client: Client, worker: string, stats: { busy: number 
 
 /**
  * Runs `fn` on a sqld of its own, stopped afterwards. The floor and naive cases send many write
- * batches at once with no limit, which can wedge sqld 0.24's writes (README, "Open"): each slice of
+ * batches at once with no limit, which can wedge sqld 0.24's writes (docs/guarantees.md, "Open"): each slice of
  * them gets a fresh server, so that a wedge costs that slice, not the rest of the run.
  */
 async function onFreshSqld<T>(setup: string[], fn: (raw: Client) => Promise<T>): Promise<T> {

@@ -7,18 +7,24 @@
 import { type Context, Hono } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { pause } from "../core/backoff.js";
+import type { Database } from "../core/databases.js";
+import type { QueueInfo } from "../core/queues.js";
+import type { LibsqlTransport } from "../core/transport.js";
+import { DEFAULT_QUEUE } from "../rules.js";
 import { requireBearer, trustForwarded } from "./auth.js";
 import { readBodyBytes } from "./body.js";
-import type { AppEnv, TransportFactory } from "./context.js";
+import type { AppEnv, ShardOf, TransportFactory } from "./context.js";
 import type { Bindings, Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
+import { catalogOf } from "./queues.js";
 import { handle } from "./route.js";
 import { claimAnswer, claimInputOf, claim as claimRoute, claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { ack as ackRoute, leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { pages } from "./routes/pages.js";
+import { queues } from "./routes/queues.js";
 import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
 import { type Outcome, unwrap, type WriterPort } from "./writer/port.js";
@@ -39,21 +45,32 @@ export interface AppOptions {
   /**
    * How a claim's `wait` (long poll) is served: "dispatch" when the transport is shared and sees
    * every write (the QueueWriter), re-checking every QUEUE_RECHECK_SECONDS for writers that bypass it;
+   * "native" when the queue waits itself (a sharded queue over its shards' writers, at the edge);
    * otherwise (default) by polling with growing pauses inside the request.
    */
-  waits?: "dispatch" | "poll";
+  waits?: "dispatch" | "native" | "poll";
   /**
    * "bearer" (default): every `/v1` request must carry `Authorization: Bearer <QUEUE_TOKEN>`.
-   * "forwarded": requests come only from `createEdgeApp`, which checked it (the QueueWriter).
+   * "forwarded": requests come only from `createEdgeApp`, which checked it (the QueueWriter), and
+   * which names the database a request is for (`DATABASE_HEADER`).
    */
   auth?: "bearer" | "forwarded";
+  /** After a queue's deletion through this app: let go of what served it (default: nothing). */
+  queueDeleted?: (config: Config, queue: QueueInfo) => Promise<void>;
 }
+
+/**
+ * The database a request forwarded by the edge is for (JSON: `{url, namespace?}`, no token): the
+ * QueueWriter serves the database it is named by. Trusted only from the edge (`auth: "forwarded"`);
+ * the edge never passes on a client's.
+ */
+export const DATABASE_HEADER = "x-tq-database";
 
 /**
  * What both apps answer the same way: the pages (no auth, no database), 405 for a known path asked
  * with another method, 404 for the rest, and one error handler.
  */
-function baseApp(): Hono<AppEnv> {
+export function baseApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use(
     methodNotAllowed({
@@ -77,18 +94,30 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   const app = baseApp();
   const limit = options.dbConcurrency ?? 1;
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
-  const dispatch = options.waits === "dispatch";
+  const forwarded = options.auth === "forwarded";
+  const waits = options.waits ?? "poll";
 
-  app.use("/v1/*", options.auth === "forwarded" ? trustForwarded : requireBearer, async (c, next) => {
+  app.use("/v1/*", forwarded ? trustForwarded : requireBearer, async (c, next) => {
     const config = c.get("config");
+    const header = forwarded ? c.req.header(DATABASE_HEADER) : undefined;
+    const named = header === undefined ? undefined : (JSON.parse(header) as Database & { shard?: ShardOf });
+    const database = named && { url: named.url, ...(named.namespace ? { namespace: named.namespace } : {}) };
     let held = false;
+    c.set("queueName", DEFAULT_QUEUE);
     c.set("queue", async () => {
       if (!held && gate) {
         await gate.acquire();
         held = true;
       }
-      return factory(config);
+      return factory(config, { name: c.get("queueName"), database, shard: named?.shard }, c.env);
     });
+    c.set("catalog", async () =>
+      catalogOf(
+        config,
+        (await factory(config, { name: DEFAULT_QUEUE, database: config.database }, c.env)) as LibsqlTransport,
+      ),
+    );
+    c.set("queueDeleted", (queue) => options.queueDeleted?.(config, queue) ?? Promise.resolve());
     c.set("idle", async (ms, signal) => {
       if (held) {
         gate?.release();
@@ -96,7 +125,14 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       }
       await pause(ms, signal);
     });
-    c.set("waits", dispatch ? { mode: "dispatch", recheckMs: config.recheckMs } : { mode: "poll" });
+    c.set(
+      "waits",
+      waits === "dispatch"
+        ? { mode: "dispatch", recheckMs: config.recheckMs }
+        : waits === "native"
+          ? { mode: "native" }
+          : { mode: "poll" },
+    );
     try {
       await next();
     } finally {
@@ -110,80 +146,6 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", inspect);
   app.route("/", deadLetters);
   app.route("/", subscriptions);
+  app.route("/", queues);
   return app;
 }
-
-/** Sends a request on to whatever serves the API (the QueueWriter Durable Object) and returns its answer. */
-export type Forward = (request: Request, config: Config, env: Bindings) => Promise<Response>;
-
-/** The writer's lean path (src/app/writer/port.ts), for the edge to call instead of forwarding. */
-export type WriterOf = (config: Config, env: Bindings) => WriterPort;
-
-/**
- * The API's front door when another worker serves it: the pages and the bearer check are answered
- * here, so that a refused request never reaches the database's single writer. With `writer`, a
- * claim that does not wait and an ack are validated here and sent to the writer by RPC; every other
- * authorized `/v1` request goes on with its body (read here, within the size limit). A forward that
- * fails is a 503 whose outcome is unknown: the request may have been applied before the answer was lost.
- */
-export function createEdgeApp(forward: Forward, writer?: WriterOf): Hono<AppEnv> {
-  const app = baseApp();
-  const send = async (request: Request, c: Context<AppEnv>) => {
-    try {
-      return await forward(request, c.get("config"), c.env);
-    } catch (e) {
-      console.error("forward failed", e);
-      throw writerGone();
-    }
-  };
-  app.use("/v1/*", requireBearer);
-  if (writer) {
-    handle(app, claimRoute, async (c) => {
-      const body = c.req.valid("json");
-      const input = claimInputOf(body);
-      if (input.wait > 0) {
-        // A long poll: over HTTP, so that its client's abort reaches the writer's dispatcher.
-        const headers = new Headers(c.req.raw.headers);
-        headers.delete("content-length");
-        const raw = c.req.raw;
-        return send(
-          new Request(raw.url, { method: "POST", headers, body: JSON.stringify(body), signal: raw.signal }),
-          c,
-        );
-      }
-      const got = unwrap(await rpc(() => writer(c.get("config"), c.env).claim(input)));
-      return claimAnswer(c, body, got);
-    });
-    handle(app, ackRoute, async (c) => {
-      unwrap(await rpc(() => writer(c.get("config"), c.env).ack(c.req.valid("param").lease_id)));
-      return c.body(null, 204);
-    });
-  }
-  app.all("/v1/*", async (c) => {
-    // The body is read here (bounded: 413 past the limit), not streamed on: the writer may answer
-    // before reading it, and a stream still being pumped after the answer fails in workerd.
-    const raw = c.req.raw;
-    const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
-    // The client's abort goes on too: a long poll whose client left must not keep (or strand) a lease.
-    return send(new Request(raw.url, { method: raw.method, headers: raw.headers, body, signal: raw.signal }), c);
-  });
-  return app;
-}
-
-/** An RPC that did not come back is what a failed forward is: a 503 whose outcome is unknown. */
-async function rpc<T>(call: () => Promise<Outcome<T>>): Promise<Outcome<T>> {
-  try {
-    return await call();
-  } catch (e) {
-    console.error("writer call failed", e);
-    throw writerGone();
-  }
-}
-
-const writerGone = () =>
-  new HttpError(
-    503,
-    "UNAVAILABLE",
-    "the queue's writer did not answer; the request may have been applied (a publish is safe to retry with the same Idempotency-Key)",
-    { "Retry-After": "1" },
-  );

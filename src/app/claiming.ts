@@ -5,9 +5,10 @@
 import type { AckOutcome } from "../contract/types.js";
 import { type Backoff, pollUntil } from "../core/backoff.js";
 import { toQueueError } from "../core/errors.js";
-import type { LibsqlTransport } from "../core/transport.js";
+import { LibsqlTransport } from "../core/transport.js";
 import type { Lease } from "../core/types.js";
 import { IDLE_POLL } from "../rules.js";
+import type { ServedQueue, Waits } from "./context.js";
 import { dispatcherFor } from "./writer/dispatcher.js";
 
 export interface ClaimInput {
@@ -22,11 +23,10 @@ export interface ClaimInput {
 }
 
 export interface ClaimContext {
-  queue(): Promise<LibsqlTransport>;
+  queue(): Promise<ServedQueue>;
   /** Lets the database go for `ms` (the isolate's slot is freed meanwhile); the next `queue()` takes it again. */
   idle(ms: number, signal?: AbortSignal): Promise<void>;
-  /** How waits are served: by the writer's dispatcher (re-checking every `recheckMs`), or by polling. */
-  waits: { mode: "dispatch"; recheckMs: number } | { mode: "poll" };
+  waits: Waits;
   /** Aborted when the client goes away. */
   signal?: AbortSignal | undefined;
 }
@@ -47,7 +47,7 @@ export async function claimWithAcks(
   return outcomes === undefined ? { leases } : { leases, acks: outcomes };
 }
 
-function ackOutcome(queue: LibsqlTransport, id: string): Promise<AckOutcome> {
+function ackOutcome(queue: ServedQueue, id: string): Promise<AckOutcome> {
   return queue.ack(id).then(
     () => ({ lease_id: id }),
     (e) => {
@@ -57,12 +57,18 @@ function ackOutcome(queue: LibsqlTransport, id: string): Promise<AckOutcome> {
   );
 }
 
-async function claim(queue: LibsqlTransport, input: ClaimInput, ctx: ClaimContext): Promise<Lease[]> {
+async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): Promise<Lease[]> {
   let q = queue;
   const once = () => q.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
   if (input.wait === 0) return once();
   const waitMs = input.wait * 1000;
-  if (ctx.waits.mode === "dispatch") {
+  if (ctx.waits.mode === "native") {
+    return q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
+      wait: input.wait,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+    });
+  }
+  if (ctx.waits.mode === "dispatch" && queue instanceof LibsqlTransport) {
     return dispatcherFor(queue, ctx.waits.recheckMs).wait({
       workerId: input.workerId,
       visibility: input.visibility,
@@ -73,7 +79,7 @@ async function claim(queue: LibsqlTransport, input: ClaimInput, ctx: ClaimContex
     });
   }
   // No writer to tell us: claim, and claim again after growing pauses (each empty claim is a write
-  // batch the database bills; the README says so). Between claims the database is let go.
+  // batch the database bills; docs/http.md says so). Between claims the database is let go.
   const got = await pollUntil(once, (leases) => leases.length > 0, {
     deadline: Date.now() + waitMs,
     pauses: POLL,

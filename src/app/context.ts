@@ -1,20 +1,50 @@
 /** What a request of the app carries (Hono's `Env`): the bindings, and what the middleware sets. Types only. */
+import type { Database } from "../core/databases.js";
+import type { QueueCatalog, QueueInfo } from "../core/queues.js";
+import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
-import type { ClaimContext } from "./claiming.js";
 import type { Bindings, Config } from "./env.js";
 
-/** Returns the transport for a configuration; expected to build it once and cache it. */
-export type TransportFactory = (config: Config) => Promise<LibsqlTransport>;
+/** The queue a request is for: its name and, where the Worker's edge resolved it, its database. */
+export interface QueueTarget {
+  name: string;
+  database?: Database | undefined;
+  /** Where the database is one shard of a sharded queue: which, of how many (its pushes name their shard). */
+  shard?: ShardOf | undefined;
+}
+
+export interface ShardOf {
+  index: number;
+  count: number;
+}
+
+/**
+ * How a claim's `wait` (long poll) is served: by the writer's dispatcher (re-checking every
+ * `recheckMs`), by the queue itself (a sharded queue whose shards' writers wait), or by polling.
+ */
+export type Waits = { mode: "dispatch"; recheckMs: number } | { mode: "native" } | { mode: "poll" };
+
+/** What serves a queue's requests: a transport over its database, or a sharded queue over its shards. */
+export type ServedQueue = LibsqlTransport | ShardedQueue;
+
+/** Returns what serves a queue; expected to build it once and cache it, or to be cheap. `env`: the request's bindings. */
+export type TransportFactory = (config: Config, target: QueueTarget, env: Bindings) => Promise<ServedQueue>;
 
 export interface AppEnv {
   Bindings: Bindings;
   Variables: {
     config: Config;
-    /** The transport, fetched only once the input has been validated. */
-    queue: () => Promise<LibsqlTransport>;
+    /** What serves this request's queue, fetched only once the input has been validated. */
+    queue: () => Promise<ServedQueue>;
+    /** The request's queue (`/v1/queues/{queue}/...`; the default queue for `/v1/...`). */
+    queueName: string;
+    /** The catalog of named queues (the `/v1/queues` routes). */
+    catalog: () => Promise<QueueCatalog>;
+    /** After a queue's deletion: lets go of what served it (the QueueWriter retires its writers). */
+    queueDeleted: (queue: QueueInfo) => Promise<void>;
     /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */
     idle: (ms: number, signal?: AbortSignal) => Promise<void>;
     /** How a claim's `wait` is served (AppOptions.waits). */
-    waits: ClaimContext["waits"];
+    waits: Waits;
   };
 }

@@ -2,6 +2,8 @@
  * The Worker's configuration, parsed from its bindings once per isolate (per bindings object) with
  * errors that say what to set and where. Nothing here touches the network.
  */
+import type { Database } from "../core/databases.js";
+import { DEFAULT_QUEUE, locationHintProblem } from "../rules.js";
 
 /** What `wrangler.toml` [vars] and `wrangler secret put` provide. */
 export interface Bindings {
@@ -24,15 +26,49 @@ export interface Bindings {
   QUEUE_PUSH_CONNECTIONS?: string;
   /**
    * Most ms the QueueWriter holds its next write batch for the consumers the last one answered to come
-   * back with their next write (default 4, 0-1000; 0: never). See `holdMs` in the README. A [var].
+   * back with their next write (default 4, 0-1000; 0: never). See `holdMs` in docs/library.md. A [var].
    */
   QUEUE_HOLD_MS?: string;
+  /**
+   * Where named queues' databases come from (`PUT /v1/queues/{queue}` makes them): `namespaces` (one
+   * sqld with `--enable-namespaces`: TURSO_DATABASE_URL is its HTTP URL, SQLD_ADMIN_URL its admin
+   * API, the default queue the namespace `default`), `turso` (the Platform API: TURSO_ORG,
+   * TURSO_GROUP and the secret TURSO_API_TOKEN; TURSO_AUTH_TOKEN must then be a group token), or a
+   * JSON map of queue database names to URLs (`{"emails": "libsql://…"}`) for databases you manage.
+   * Unset: only the default queue. A [var].
+   */
+  QUEUE_DATABASES?: string;
+  /** The admin API of the sqld that holds the namespaces (QUEUE_DATABASES = "namespaces"). A [var]. */
+  SQLD_ADMIN_URL?: string;
+  /** Your Turso organization and the group new databases go in (QUEUE_DATABASES = "turso"). [vars]. */
+  TURSO_ORG?: string;
+  TURSO_GROUP?: string;
+  /** A Turso Platform API token (`turso auth api-tokens mint`). A secret. */
+  TURSO_API_TOKEN?: string;
+  /**
+   * Where the queues' writers (Durable Objects) should run unless a queue says otherwise: next to
+   * the databases' primary (wnam, enam, sam, weur, eeur, apac, oc, afr, me). A [var].
+   */
+  QUEUE_LOCATION_HINT?: string;
 }
+
+/** Where named queues' databases come from (QUEUE_DATABASES), checked. */
+export type DatabasesConfig =
+  | { kind: "none" }
+  | { kind: "namespaces"; adminUrl: string }
+  | { kind: "turso"; organization: string; group: string; apiToken: string }
+  | { kind: "static"; map: Record<string, Database> };
 
 export interface Config {
   /** An `http:`/`https:`/`libsql:` URL (libsql: is sent over HTTP: one request per operation). */
   databaseUrl: string;
   databaseAuthToken: string | undefined;
+  /** The default queue's database (with its namespace when QUEUE_DATABASES is `namespaces`). */
+  database: Database;
+  /** QUEUE_DATABASES and what it needs. */
+  databases: DatabasesConfig;
+  /** QUEUE_LOCATION_HINT. */
+  locationHint: string | undefined;
   queueToken: string;
   /** QUEUE_RECHECK_SECONDS in ms (also the push subscriptions' re-check). */
   recheckMs: number;
@@ -41,6 +77,9 @@ export interface Config {
   /** QUEUE_HOLD_MS. */
   holdMs: number;
 }
+
+/** The namespace of the default queue's database on an sqld with namespaces. */
+export const DEFAULT_NAMESPACE = DEFAULT_QUEUE;
 
 /** Shortest QUEUE_TOKEN accepted: a guessable token is as good as none. */
 export const MIN_QUEUE_TOKEN_LENGTH = 16;
@@ -126,16 +165,86 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   if (!(Number.isInteger(holdMs) && holdMs >= 0 && holdMs <= 1000)) {
     problems.push(`QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got ${JSON.stringify(hold)}`);
   }
+  const databases = databasesOf(str, problems);
+  const locationHint = str("QUEUE_LOCATION_HINT");
+  if (locationHint !== undefined && locationHintProblem(locationHint) !== undefined) {
+    problems.push(`QUEUE_LOCATION_HINT ${locationHintProblem(locationHint)}`);
+  }
   if (problems.length > 0) return { ok: false, error: new ConfigError(problems) };
   return {
     ok: true,
     config: {
       databaseUrl: url as string,
       databaseAuthToken: authToken,
+      database: {
+        url: url as string,
+        authToken,
+        ...(databases.kind === "namespaces" ? { namespace: DEFAULT_NAMESPACE } : {}),
+      },
+      databases,
+      locationHint,
       queueToken: queueToken as string,
       recheckMs: Math.round(recheckSeconds * 1000),
       pushConnections,
       holdMs,
     },
+  };
+}
+
+function databasesOf(str: (name: string) => string | undefined, problems: string[]): DatabasesConfig {
+  const value = str("QUEUE_DATABASES");
+  if (value === undefined) return { kind: "none" };
+  if (value === "namespaces") {
+    const adminUrl = str("SQLD_ADMIN_URL");
+    if (adminUrl === undefined) {
+      problems.push(
+        'SQLD_ADMIN_URL is not set (QUEUE_DATABASES = "namespaces" makes databases through the admin API of the sqld at TURSO_DATABASE_URL)',
+      );
+      return { kind: "none" };
+    }
+    return { kind: "namespaces", adminUrl };
+  }
+  if (value === "turso") {
+    const [organization, group, apiToken] = ["TURSO_ORG", "TURSO_GROUP", "TURSO_API_TOKEN"].map(str);
+    const missing = ["TURSO_ORG", "TURSO_GROUP", "TURSO_API_TOKEN"].filter(
+      (_, i) => [organization, group, apiToken][i] === undefined,
+    );
+    if (missing.length > 0) {
+      problems.push(
+        `${missing.join(", ")} not set (QUEUE_DATABASES = "turso" makes databases through the Turso Platform API)`,
+      );
+      return { kind: "none" };
+    }
+    return {
+      kind: "turso",
+      organization: organization as string,
+      group: group as string,
+      apiToken: apiToken as string,
+    };
+  }
+  let map: unknown;
+  try {
+    map = JSON.parse(value);
+  } catch {
+    map = undefined;
+  }
+  const entries = typeof map === "object" && map !== null && !Array.isArray(map) ? Object.entries(map) : undefined;
+  const ok =
+    entries?.every(
+      ([, d]) =>
+        typeof d === "string" ||
+        (typeof d === "object" && d !== null && typeof (d as { url?: unknown }).url === "string"),
+    ) ?? false;
+  if (!ok) {
+    problems.push(
+      'QUEUE_DATABASES must be "namespaces", "turso", or a JSON object mapping database names to URLs ({"emails": "libsql://…"})',
+    );
+    return { kind: "none" };
+  }
+  return {
+    kind: "static",
+    map: Object.fromEntries(
+      (entries as [string, string | Database][]).map(([k, d]) => [k, typeof d === "string" ? { url: d } : d]),
+    ),
   };
 }

@@ -4,10 +4,11 @@
  */
 import { type ConversionConfig, type JsonSchema, toJsonSchema } from "@valibot/to-json-schema";
 import type * as v from "valibot";
-import { ERRORS, ErrorAnswer, type ErrorCode, PushDelivery } from "../contract/schemas.js";
+import { object } from "../contract/kit.js";
+import { ERRORS, ErrorAnswer, type ErrorCode, PushDelivery, QueuePath } from "../contract/schemas.js";
 import { SIGNATURE_HEADER } from "../contract/signature.js";
 import { MAX_BODY_BYTES } from "../rules.js";
-import type { RouteSpec } from "./route.js";
+import { type RouteSpec, scopedPath } from "./route.js";
 
 type Json = Record<string, unknown>;
 
@@ -187,12 +188,30 @@ const TAGS = [
   {
     name: "Push",
     description:
-      "Subscriptions: the queue POSTs each message to your URL, signed, and acks or retries it by your answer (README: Push delivery).",
+      "Subscriptions: the queue POSTs each message to your URL, signed, and acks or retries it by your answer (docs/http.md, Push).",
   },
   { name: "Inspect", description: "Counters and groups." },
   { name: "Dead letters", description: "Messages that used their last attempt." },
+  {
+    name: "Queues",
+    description:
+      "Named queues, each in its own database (or one per shard). `/v1/queues/{queue}/...` serves every route above for a named queue; `/v1/...` is the queue named `default`.",
+  },
   { name: "Service", description: "Health, this document, the docs page and the dashboard (no auth)." },
 ];
+
+/** A route in a named queue: the queue in its path, and QUEUE_NOT_FOUND among its answers. */
+function inQueue(route: RouteSpec, path: `/${string}`): RouteSpec {
+  const params = route.request?.params;
+  return {
+    ...route,
+    path,
+    operationId: `${route.operationId}InQueue`,
+    summary: `${route.summary} (in a named queue)`,
+    request: { ...route.request, params: object({ ...QueuePath.entries, ...(params?.entries ?? {}) }) },
+    errors: [...(route.errors ?? []), "QUEUE_NOT_FOUND"],
+  };
+}
 
 /**
  * The push delivery: not a route of ours but a request we send to each subscription's URL, so it is
@@ -251,6 +270,12 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     paths[route.path] = { ...(paths[route.path] ?? {}), [route.method]: operation(route) };
+  }
+  // Each queue's own paths, after the default queue's: the same operations, in the named queue.
+  for (const route of routes) {
+    const scoped = scopedPath(route.path);
+    if (scoped !== undefined)
+      paths[scoped] = { ...(paths[scoped] ?? {}), [route.method]: operation(inQueue(route, scoped)) };
   }
   return {
     openapi: "3.1.0",

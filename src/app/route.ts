@@ -6,7 +6,7 @@
  * OpenAPI document.
  *
  * To add a route: declare it with `defineRoute({...})` next to its handler in src/app/routes/, call
- * `handle(app, route, handler)`, and list it in `API_ROUTES` (src/app/app.ts). The test in
+ * `handle(app, route, handler)`, and list it in `API_ROUTES` (src/app/routes/index.ts). The test in
  * test/app/openapi.test.ts fails if the app answers a route the document does not describe.
  *
  * Why not Hono's `validator()`: it decodes path and query values leniently (`a%ZZb` stays `a%ZZb`) and
@@ -15,7 +15,8 @@
  */
 import type { Handler, Hono, MiddlewareHandler } from "hono";
 import * as v from "valibot";
-import type { ErrorCode } from "../contract/schemas.js";
+import { type ErrorCode, QueuePath } from "../contract/schemas.js";
+import { DEFAULT_QUEUE } from "../rules.js";
 import { readJsonObject } from "./body.js";
 import type { AppEnv } from "./context.js";
 import { badRequest } from "./errors.js";
@@ -39,7 +40,7 @@ export interface RouteSpec {
   /** OpenAPI style: `/v1/groups/{group_id}/messages`. */
   path: `/${string}`;
   operationId: string;
-  tag: "Publish" | "Consume" | "Push" | "Inspect" | "Dead letters" | "Service";
+  tag: "Publish" | "Consume" | "Push" | "Inspect" | "Dead letters" | "Queues" | "Service";
   summary: string;
   description?: string;
   /** Needs `Authorization: Bearer <QUEUE_TOKEN>` (every /v1 route). */
@@ -71,19 +72,40 @@ export type RouteInput<R extends RouteSpec> = {
 
 export type RouteHandler<R extends RouteSpec> = Handler<AppEnv, string, RouteInput<R>>;
 
-/** Mounts `route` on `app`: its validation, then `handler`. */
+/**
+ * A queue's own path for an API route (`/v1/claims` → `/v1/queues/{queue}/claims`); undefined for
+ * what is not about one queue (the pages, `/v1/queues` itself). `/v1/...` is the default queue's.
+ */
+export function scopedPath(path: string): `/${string}` | undefined {
+  return path.startsWith("/v1/") && !path.startsWith("/v1/queues") ? `/v1/queues/{queue}${path.slice(3)}` : undefined;
+}
+
+/** Mounts `route` on `app`, and its queue's variant (`scopedPath`): its validation, then `handler`. */
 export function handle<R extends RouteSpec>(app: Hono<AppEnv>, route: R, handler: RouteHandler<R>): void {
-  app.on(route.method.toUpperCase(), honoPath(route.path), validate(route), handler as Handler<AppEnv>);
+  app.on(route.method.toUpperCase(), honoPath(route.path), validate(route, route.path), handler as Handler<AppEnv>);
+  const scoped = scopedPath(route.path);
+  if (scoped !== undefined) {
+    app.on(route.method.toUpperCase(), honoPath(scoped), validate(route, scoped), handler as Handler<AppEnv>);
+  }
 }
 
 /** `/v1/groups/{group_id}/messages` → `/v1/groups/:group_id/messages`. */
 export const honoPath = (path: string) => path.replace(/\{([^}]+)\}/g, ":$1");
 
-function validate(route: RouteSpec): MiddlewareHandler<AppEnv> {
+function validate(route: RouteSpec, template: string): MiddlewareHandler<AppEnv> {
   const r = route.request ?? {};
+  const scoped = template !== route.path;
   return async (c, next) => {
     // Path first, then headers, query and body: the cheapest refusals come before a byte is read.
-    if (r.params) c.req.addValidatedData("param", parse(r.params, pathParams(c.req.url, route.path)));
+    const params = pathParams(c.req.url, template);
+    if (scoped) {
+      const { queue, ...rest } = params;
+      c.set("queueName", (parse(QueuePath, { queue }) as { queue: string }).queue);
+      if (r.params) c.req.addValidatedData("param", parse(r.params, rest));
+    } else {
+      if (!template.startsWith("/v1/queues")) c.set("queueName", DEFAULT_QUEUE);
+      if (r.params) c.req.addValidatedData("param", parse(r.params, params));
+    }
     if (r.headers) {
       const sent: Record<string, string> = {};
       for (const name of Object.keys(r.headers.entries)) {

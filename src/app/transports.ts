@@ -1,29 +1,37 @@
 /**
- * The two ways the Worker gets a transport (a `@libsql/client/web` HTTP client plus the library's
- * write path). Neither touches the network until a request needs the database.
+ * How the Worker reaches a queue's database (a `@libsql/client/web` HTTP client plus the library's
+ * write path), and the two ways it keeps transports: one per database for the life of its owner (the
+ * QueueWriter Durable Object), or one per request (a Worker without it). Neither touches the network
+ * until a request needs the database.
  */
-import { createClient } from "@libsql/client/web";
-import { LibsqlTransport } from "../core/transport.js";
+import type { Database } from "../core/databases.js";
+import { ShardedQueue } from "../core/sharded.js";
+import type { LibsqlTransport } from "../core/transport.js";
+import { DEFAULT_QUEUE } from "../rules.js";
+import type { QueueTarget, ServedQueue } from "./context.js";
+import { databaseKey, openDatabase } from "./databases.js";
 import type { Config } from "./env.js";
+import { catalogOf, lookupQueue } from "./queues.js";
 
 /**
- * One transport per database, kept for the life of its owner (the QueueWriter Durable Object).
- * Every request of a Durable Object may use I/O another one started, so concurrent requests share
- * this transport's write path: their writes ride one batch (group commit), one batch in flight.
- * A transport whose schema check failed is dropped, so that the next request tries again.
+ * One transport per database, kept for the life of its owner (the QueueWriter Durable Object, which
+ * serves one database: the one the edge names in `target.database`, or the default queue's). Every
+ * request of a Durable Object may use I/O another one started, so concurrent requests share this
+ * transport's write path: their writes ride one batch (group commit), one batch in flight. A
+ * transport whose schema check failed is dropped, so that the next request tries again.
  */
-export function sharedTransports(): (config: Config) => Promise<LibsqlTransport> {
-  const byUrl = new Map<string, Promise<LibsqlTransport>>();
-  return (config) => {
-    let t = byUrl.get(config.databaseUrl);
+export function sharedTransports(): (config: Config, target?: QueueTarget) => Promise<LibsqlTransport> {
+  const byDatabase = new Map<string, Promise<LibsqlTransport>>();
+  return (config, target) => {
+    const db = target?.database ?? config.database;
+    const key = databaseKey(db);
+    let t = byDatabase.get(key);
     if (t === undefined) {
-      const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
-      const http = { url: config.databaseUrl, authToken: config.databaseAuthToken };
       // Its callers answer over HTTP and come back with their next write (an ack, the next claim) a
       // moment later: the next batch waits for them (QUEUE_HOLD_MS; BENCHMARKS.md, "What bounds the targets").
-      t = LibsqlTransport.fromClient(client, { http, holdMs: config.holdMs });
-      byUrl.set(config.databaseUrl, t);
-      t.catch(() => byUrl.delete(config.databaseUrl));
+      t = openDatabase(db, config, { holdMs: config.holdMs }).then((o) => o.transport);
+      byDatabase.set(key, t);
+      t.catch(() => byDatabase.delete(key));
     }
     return t;
   };
@@ -32,18 +40,27 @@ export function sharedTransports(): (config: Config) => Promise<LibsqlTransport>
 /**
  * A fresh transport per request, for a Worker without the Durable Object: workerd does not let
  * one request wait on I/O started by another (a batch sent from a request that then finished
- * hangs the requests whose writes rode in it), so nothing is shared but the knowledge that the
- * schema is in place (a flag, not a promise), which saves every later request that read.
+ * hangs the requests whose writes rode in it), so nothing is shared but the knowledge that a
+ * database's schema is in place (a flag, not a promise), which saves every later request that read.
+ * A named queue is looked up in the catalog (src/app/queues.ts); a sharded one is served by a
+ * ShardedQueue over a transport per shard.
  */
-export function perRequestTransports(): (config: Config) => Promise<LibsqlTransport> {
+export function perRequestTransports(): (config: Config, target?: QueueTarget) => Promise<ServedQueue> {
   const schemaReady = new Set<string>();
-  return async (config) => {
-    const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
-    const transport = await LibsqlTransport.fromClient(client, {
-      ensureSchema: !schemaReady.has(config.databaseUrl),
-      http: { url: config.databaseUrl, authToken: config.databaseAuthToken },
-    });
-    schemaReady.add(config.databaseUrl);
+  const open = async (config: Config, db: Database) => {
+    const key = databaseKey(db);
+    const { transport } = await openDatabase(db, config, { ensureSchema: !schemaReady.has(key) });
+    schemaReady.add(key);
     return transport;
+  };
+  return async (config, target) => {
+    const name = target?.name ?? DEFAULT_QUEUE;
+    if (target?.database !== undefined || name === DEFAULT_QUEUE)
+      return open(config, target?.database ?? config.database);
+    const queue = await lookupQueue(config, name, async (n) =>
+      catalogOf(config, await open(config, config.database)).get(n),
+    );
+    const shards = await Promise.all(queue.databases.map((db) => open(config, db)));
+    return shards.length === 1 ? (shards[0] as LibsqlTransport) : new ShardedQueue(shards);
   };
 }

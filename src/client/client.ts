@@ -18,11 +18,12 @@ import type {
   Lease,
   NackResult,
   PublishInput,
+  QueueDescription,
   QueueStats,
   Subscription,
   SubscriptionInput,
 } from "../core/types.js";
-import { describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
+import { DEFAULT_QUEUE, describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
 import { AckRiders } from "./acks.js";
 import { baseUrl, intOption, timeoutOf } from "./args.js";
 import { Engine } from "./engine.js";
@@ -41,6 +42,7 @@ import { DeadLetters } from "./resources/dead-letters.js";
 import { Inspect } from "./resources/inspect.js";
 import { Leases } from "./resources/leases.js";
 import { Messages } from "./resources/messages.js";
+import { Queues, type QueueWithStats, queueSegment } from "./resources/queues.js";
 import { Subscriptions } from "./resources/subscriptions.js";
 
 const DEFAULTS = { timeoutMs: 30_000, retries: 4, maxClaimWait: MAX_CLAIM_WAIT };
@@ -58,6 +60,8 @@ export class QueueClient {
   readonly #inspect: Inspect;
   readonly #deadLetters: DeadLetters;
   readonly #subscriptions: Subscriptions;
+  readonly #queues: Queues;
+  readonly #options: ClientOptions;
 
   constructor(options: ClientOptions) {
     if (typeof options !== "object" || options === null) {
@@ -77,7 +81,15 @@ export class QueueClient {
       fetch: options.fetch ?? (nodeFetch() as FetchLike | undefined) ?? platform,
       timeoutMs: timeoutOf("options.timeoutMs", options.timeoutMs, DEFAULTS.timeoutMs),
       retries: intOption("options.retries", options.retries, DEFAULTS.retries, 0, 100),
+      queue: options.queue === undefined || options.queue === DEFAULT_QUEUE ? undefined : queueSegment(options.queue),
     });
+    if (options.autoIdempotencyKeys !== undefined && typeof options.autoIdempotencyKeys !== "boolean") {
+      throw invalidArgument(
+        "options.autoIdempotencyKeys",
+        `must be a boolean, got ${describe(options.autoIdempotencyKeys)}`,
+      );
+    }
+    this.#options = options;
     const wait = options.maxClaimWait;
     const waitRefused = wait === undefined ? undefined : waitProblem(wait);
     if (waitRefused !== undefined) throw invalidArgument("options.maxClaimWait", waitRefused);
@@ -85,12 +97,19 @@ export class QueueClient {
 
     const features = new ServerFeatures();
     const acks = new AckRiders(engine, features);
-    this.#messages = new Messages(engine);
+    this.#messages = new Messages(engine, options.autoIdempotencyKeys ?? true);
     this.#claims = new Claims(engine, features, acks);
     this.#inspect = new Inspect(engine);
     this.#deadLetters = new DeadLetters(engine);
     this.#leases = new Leases(engine, acks, this.#inspect, this.#deadLetters);
     this.#subscriptions = new Subscriptions(engine);
+    this.#queues = new Queues(engine);
+  }
+
+  /** A client of the named queue `name`, with this client's options (`default`: the default queue). */
+  queue(name: string): QueueClient {
+    queueSegment(name);
+    return new QueueClient({ ...this.#options, queue: name });
   }
 
   /** consume() long-polls a queue that declares this (seconds); undefined when `maxClaimWait` is 0. */
@@ -217,5 +236,33 @@ export class QueueClient {
   /** Deletes a subscription (no delivery starts after it); false when there was none. */
   unsubscribe(name: string, options: CallOptions = {}): Promise<boolean> {
     return this.#subscriptions.unsubscribe(name, options);
+  }
+
+  // named queues (everyone's, whatever queue this client serves)
+
+  /** Every queue, the default one first, each with its counts. */
+  queues(options: CallOptions = {}): Promise<QueueWithStats[]> {
+    return this.#queues.list(options);
+  }
+
+  /** One queue with its counts; QUEUE_NOT_FOUND when there is none. */
+  getQueue(name: string, options: CallOptions = {}): Promise<QueueWithStats> {
+    return this.#queues.get(name, options);
+  }
+
+  /**
+   * Makes a queue (its databases, one per shard); answers it as it is when it exists (`created:
+   * false`). Its shard count cannot change afterwards.
+   */
+  createQueue(
+    name: string,
+    options: { shards?: number; locationHint?: string } & CallOptions = {},
+  ): Promise<QueueDescription & { created: boolean }> {
+    return this.#queues.create(name, options);
+  }
+
+  /** Deletes a queue and its databases; refused (QUEUE_NOT_EMPTY) while it holds messages unless `force`. False when there was none. */
+  deleteQueue(name: string, options: { force?: boolean } & CallOptions = {}): Promise<boolean> {
+    return this.#queues.delete(name, options);
   }
 }

@@ -47,6 +47,8 @@ export interface EngineOptions {
   timeoutMs: number;
   /** Most resends of a call. */
   retries: number;
+  /** A named queue's paths instead of the default queue's: `/v1/...` becomes `/v1/queues/{queue}/...`. */
+  queue?: string | undefined;
 }
 
 /** Pauses between attempts when the server names none (ms), jittered so that clients do not retry in step. */
@@ -55,8 +57,16 @@ const RETRY: Backoff = { initial: 100, max: 2_000, jitter: "half" };
 export class Engine {
   readonly #o: EngineOptions;
 
+  readonly #prefix: string | undefined;
+
   constructor(options: EngineOptions) {
     this.#o = options;
+    this.#prefix = options.queue === undefined ? undefined : `/v1/queues/${encodeURIComponent(options.queue)}/`;
+  }
+
+  /** A resource's path in this client's queue (the catalog's own paths, `/v1/queues...`, are everyone's). */
+  #pathOf(path: string): string {
+    return this.#prefix === undefined || path.startsWith("/v1/queues") ? path : path.replace(/^\/v1\//, this.#prefix);
   }
 
   /** A GET: read-only, so always safe to send again. */
@@ -96,7 +106,12 @@ export class Engine {
           clock.check();
           sent = true;
           const f = this.#o.fetch;
-          const res = await f(this.#o.base + op.path, { method: op.method, headers, body, signal: clock.signal });
+          const res = await f(this.#o.base + this.#pathOf(op.path), {
+            method: op.method,
+            headers,
+            body,
+            signal: clock.signal,
+          });
           const text = await res.text();
           if (res.status < 400) answer = { status: res.status, headers: res.headers, text };
           else failure = failureOfAnswer(res.status, text, res.headers.get("retry-after"), what);

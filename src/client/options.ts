@@ -22,6 +22,18 @@ export interface ClientOptions {
    * (0 to 20, default 20; 0: consume() polls with its idle backoff instead).
    */
   maxClaimWait?: number;
+  /**
+   * The named queue this client serves (`/v1/queues/{queue}/...`); default: the default queue
+   * (`/v1/...`). `client.queue(name)` answers a client of another queue.
+   */
+  queue?: string;
+  /**
+   * Give every publish an Idempotency-Key of its own when the caller gives none (default true), so
+   * that a publish whose answer was lost can be sent again without enqueuing twice. False: only the
+   * caller's keys travel (a key costs the database a row), and a publish without one is not resent
+   * after a lost answer.
+   */
+  autoIdempotencyKeys?: boolean;
 }
 
 /** Per call: `signal` aborts it (the call rejects with the signal's reason); `timeoutMs` replaces the client's. */

@@ -149,6 +149,32 @@ export const SubscriptionList = v.object({
   subscriptions: v.pipe(v.array(Subscription), v.description("By name; secrets are only answered by the PUT.")),
 });
 
+export const Queue = v.object({
+  name: v.pipe(v.string(), v.description("The queue's name.")),
+  shards: v.pipe(v.number(), v.integer(), v.minValue(1), v.description("The databases it spreads over.")),
+  location_hint: v.pipe(v.nullable(v.string()), v.description("Where its writers are asked to run; null: anywhere.")),
+  created_at: v.pipe(
+    v.nullable(v.number()),
+    v.description("When it was made (epoch seconds); null for the default queue."),
+  ),
+});
+
+/** The PUT's answer: the queue, and whether this request made it. */
+export const QueueAnswer = v.object({
+  ...Queue.entries,
+  created: v.pipe(v.boolean(), v.description("True when this request made it; false when it was there already.")),
+});
+
+/** A queue and its counts, added up over its shards. */
+export const QueueWithStats = v.object({ ...Queue.entries, stats: Stats });
+
+export const QueueList = v.object({
+  queues: v.pipe(
+    v.array(QueueWithStats),
+    v.description("Every queue, the default one first, then by name, each with its counts (added up over its shards)."),
+  ),
+});
+
 /**
  * What the queue POSTs to a push subscription's URL (the OpenAPI document's `webhooks`): the lease,
  * to settle by the answer (2xx acks, 202 keeps it for the consumer, anything else retries), and the

@@ -11,9 +11,11 @@ export const ERRORS = {
   NOT_FOUND: [404, "No such route or subscription."],
   LEASE_NOT_FOUND: [404, "The leased message is gone (acked or dead-lettered)."],
   DEAD_LETTER_NOT_FOUND: [404, "No dead letter with that seq (redriven, deleted, or never there)."],
+  QUEUE_NOT_FOUND: [404, "No queue with that name (make it with `PUT /v1/queues/{queue}`)."],
   METHOD_NOT_ALLOWED: [405, "A known path asked with another method (with `Allow`)."],
   LEASE_LOST: [409, "The lease lapsed and the message was claimed again, or it was released: nothing changed."],
   IDEMPOTENCY_CONFLICT: [409, "The Idempotency-Key was used before for a different request; nothing was stored."],
+  QUEUE_NOT_EMPTY: [409, "The queue holds messages or dead letters: delete it with `force=true` to drop them."],
   PAYLOAD_TOO_LARGE: [
     413,
     `A body over ${MAX_BODY_BYTES / 1_048_576} MiB (checked on Content-Length and on the bytes read).`,

@@ -7,13 +7,19 @@ import * as v from "valibot";
 import {
   DEAD_LETTER_PAGE,
   DEFAULT_IDEMPOTENCY_WINDOW,
+  DEFAULT_QUEUE,
   GROUPS_PAGE,
+  LOCATION_HINTS,
+  locationHintProblem,
   MAX_CLAIM_ACKS,
   MAX_CLAIM_BATCH,
   MAX_CLAIM_WAIT,
   MAX_PUBLISH_BATCH,
+  MAX_SHARDS,
   pushUrlProblem,
+  queueNameProblem,
   SUBSCRIPTION,
+  signingSecretProblem,
   subscriptionNameProblem,
   waitProblem,
   workerIdProblem,
@@ -155,7 +161,65 @@ export const SubscriptionBody = object({
       `Each delivery's lease, in seconds (default ${SUBSCRIPTION.defaultVisibility}): the consumer must answer (or, after a 202, ack) within it.`,
     ),
   ),
+  signing_secret: v.optional(
+    v.pipe(
+      v.string(says(signingSecretProblem)),
+      obeys<string>(signingSecretProblem),
+      v.minLength(16),
+      v.maxLength(256),
+      v.description(
+        "Sets the signing secret (16 to 256 visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.",
+      ),
+    ),
+  ),
 });
+
+/** A queue's name: the path's `{queue}`. */
+export const QueuePath = object({
+  queue: v.pipe(
+    v.string(says(queueNameProblem)),
+    obeys<string>(queueNameProblem),
+    v.maxLength(40),
+    v.description(
+      `The queue: 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--". \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
+    ),
+    v.examples(["emails"]),
+  ),
+});
+
+export const QueueBody = object({
+  shards: v.optional(
+    integer(
+      1,
+      MAX_SHARDS,
+      `Databases the queue spreads over (1 to ${MAX_SHARDS}, default 1): a group lives on one, by a hash of its id. Fixed once the queue exists (a group's messages must not split): make a new queue and drain this one to change it.`,
+    ),
+  ),
+  location_hint: v.optional(
+    v.pipe(
+      v.string(says(locationHintProblem)),
+      obeys<string>(locationHintProblem),
+      v.description(
+        `Where the queue's writers should run, next to its databases' primary: one of ${LOCATION_HINTS.join(", ")} (a Durable Object location hint; the Worker's QUEUE_LOCATION_HINT by default).`,
+      ),
+    ),
+  ),
+});
+
+export const QueueDeleteQuery = object(
+  {
+    force: v.optional(
+      v.pipe(
+        v.picklist(["true", "false"], 'must be "true" or "false"'),
+        v.description(
+          "`true` drops the queue's messages and dead letters with it; otherwise a queue that holds any is kept (409).",
+        ),
+        v.transform((s) => s === "true"),
+      ),
+    ),
+  },
+  "query parameter",
+);
 
 export const DeadLetterQuery = object(
   {

@@ -42,6 +42,11 @@ export type RedriveAnswer = InferOutput<typeof s.RedriveAnswer>;
 export type Subscription = InferOutput<typeof s.Subscription>;
 export type SubscriptionAnswer = InferOutput<typeof s.SubscriptionAnswer>;
 export type SubscriptionList = InferOutput<typeof s.SubscriptionList>;
+export type QueueRequest = InferInput<typeof s.QueueBody>;
+export type Queue = InferOutput<typeof s.Queue>;
+export type QueueAnswer = InferOutput<typeof s.QueueAnswer>;
+export type QueueWithStats = InferOutput<typeof s.QueueWithStats>;
+export type QueueList = InferOutput<typeof s.QueueList>;
 /** What a push subscription's consumer receives: the body of each POST to its URL. */
 export type PushDelivery = InferOutput<typeof s.PushDelivery>;
 /** Every error: `{ "error": { "code", "message" } }`. */

@@ -9,6 +9,7 @@ import type {
   GroupInfo,
   Lease,
   PublishInput,
+  QueueDescription,
   QueueStats,
   Subscription,
   SubscriptionInput,
@@ -165,6 +166,7 @@ export function subscriptionInputToWire(s: SubscriptionInput): W.SubscriptionReq
   if (s.minPriority !== undefined) out.min_priority = s.minPriority;
   if (s.maxInFlight !== undefined) out.max_in_flight = s.maxInFlight;
   if (s.visibility !== undefined) out.visibility = s.visibility;
+  if (s.signingSecret !== undefined) out.signing_secret = s.signingSecret;
   return out;
 }
 
@@ -173,6 +175,22 @@ export const subscriptionInputFromWire = (w: W.SubscriptionRequest): Subscriptio
   minPriority: w.min_priority,
   maxInFlight: w.max_in_flight,
   visibility: w.visibility,
+  signingSecret: w.signing_secret,
+});
+
+/** The default queue has no creation time (null on the wire, 0 in the library). */
+export const queueToWire = (q: QueueDescription): W.Queue => ({
+  name: q.name,
+  shards: q.shards,
+  location_hint: q.locationHint ?? null,
+  created_at: q.createdAt > 0 ? q.createdAt : null,
+});
+
+export const queueFromWire = (w: W.Queue): QueueDescription => ({
+  name: w.name,
+  shards: w.shards,
+  locationHint: w.location_hint ?? undefined,
+  createdAt: w.created_at ?? 0,
 });
 
 /** What a push subscription's consumer receives: the lease, and which subscription it came through. */

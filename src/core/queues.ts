@@ -89,7 +89,7 @@ export class QueueCatalog {
   /** Every queue with its counts (each shard's stats, added up). */
   async listWithCounts(): Promise<QueueWithCounts[]> {
     const queues = await this.list();
-    return Promise.all(queues.map(async (q) => ({ ...q, stats: await this.#count(q) })));
+    return Promise.all(queues.map(async (q) => ({ ...q, stats: await this.countOf(q) })));
   }
 
   /** Makes the queue, or answers it as it is (`created: false`); refuses to change its shard count. */
@@ -137,7 +137,7 @@ export class QueueCatalog {
     const queue = await this.get(name);
     if (queue === undefined) return false;
     if (options.force !== true) {
-      const s = await this.#count(queue);
+      const s = await this.countOf(queue);
       const messages = s.ready + s.waiting + s.inFlight + s.parked + s.delayed;
       if (messages > 0 || s.deadLetters > 0) {
         throw new QueueError(
@@ -153,7 +153,8 @@ export class QueueCatalog {
     return removed;
   }
 
-  async #count(q: QueueInfo): Promise<QueueStats> {
+  /** Where a queue's messages are: each shard's stats, added up. */
+  async countOf(q: QueueInfo): Promise<QueueStats> {
     const all = await Promise.all(
       q.databases.map(async (db) => {
         const t = await this.#open(db);

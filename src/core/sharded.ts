@@ -28,8 +28,19 @@ import {
   shardOf,
 } from "../rules.js";
 import { invalid, QueueError } from "./errors.js";
+import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
 import { LibsqlTransport, type TransportOptions } from "./transport.js";
-import type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+import type {
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  PublishOptions,
+  QueueStats,
+  Subscription,
+  SubscriptionInput,
+} from "./types.js";
 import {
   checkCount,
   checkDelay,
@@ -63,6 +74,10 @@ export interface Shard {
   redrive(seq: number): Promise<number>;
   deleteDeadLetter(seq: number): Promise<boolean>;
   nextDueAt?(): Promise<{ next: number | null; now: number }>;
+  /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
+  subscribe?(name: string, input: SubscriptionInput): Promise<Subscription & { signingSecret: string }>;
+  subscriptions?(): Promise<Subscription[]>;
+  unsubscribe?(name: string): Promise<boolean>;
   /** Set when the shard's claims may wait for a message (a long poll). */
   readonly maxClaimWait?: number | undefined;
   close?(): void;
@@ -368,6 +383,26 @@ export class ShardedQueue {
     };
   }
 
+  // -------------------------------------------------------------------------------------------
+  // push subscriptions: on every shard, with one signing secret (each shard's writer pushes its own messages)
+
+  async putSubscription(name: string, input: SubscriptionInput): Promise<StoredSubscription> {
+    const [first, ...rest] = this.#shards.map(subscriptionsOf);
+    const made = await (first as ShardSubscriptions).put(name, input);
+    const same = { ...input, signingSecret: made.signingSecret };
+    await Promise.all(rest.map((s) => s.put(name, same)));
+    return made;
+  }
+
+  async listSubscriptions(): Promise<StoredSubscription[]> {
+    return subscriptionsOf(this.#shards[0] as Shard).list();
+  }
+
+  async deleteSubscription(name: string): Promise<boolean> {
+    const removed = await Promise.all(this.#shards.map((s) => subscriptionsOf(s).delete(name)));
+    return removed.some(Boolean);
+  }
+
   close(): void {
     for (const s of this.#shards) s.close?.();
   }
@@ -376,10 +411,7 @@ export class ShardedQueue {
 
   /** A shard's lease as the queue names it. */
   #globalLease<E>(l: Lease<E>, s: number): Lease<E> {
-    const n = this.#shards.length;
-    if (n <= 1) return l;
-    const seq = shardedSeq.of(l.seq, s, n);
-    return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };
+    return shardLease(l, { index: s, count: this.#shards.length });
   }
 
   /** The shard of a lease, and the lease as its shard names it. */
@@ -404,4 +436,36 @@ export class ShardedQueue {
     const s = shardedSeq.shard(seq, this.#shards.length);
     return s < this.#shards.length ? s : undefined;
   }
+}
+
+interface ShardSubscriptions {
+  put(name: string, input: SubscriptionInput): Promise<StoredSubscription>;
+  list(): Promise<StoredSubscription[]>;
+  delete(name: string): Promise<boolean>;
+}
+
+/** A shard's subscription calls: the HTTP client's own, or a transport's through src/core/subscriptions.ts. */
+function subscriptionsOf(shard: Shard): ShardSubscriptions {
+  const { subscribe, subscriptions, unsubscribe } = shard;
+  if (subscribe && subscriptions && unsubscribe) {
+    return {
+      put: async (name, input) => ({ ...(await subscribe.call(shard, name, input)), createdAt: 0, updatedAt: 0 }),
+      // The API lists no secrets.
+      list: async () =>
+        (await subscriptions.call(shard)).map((s) => ({ ...s, signingSecret: "", createdAt: 0, updatedAt: 0 })),
+      delete: (name) => unsubscribe.call(shard, name),
+    };
+  }
+  return {
+    put: (name, input) => putSubscription(shard, name, input),
+    list: () => listSubscriptions(shard),
+    delete: (name) => deleteSubscription(shard, name),
+  };
+}
+
+/** A shard's lease as its sharded queue names it (its seq and id name the shard). */
+export function shardLease<E>(l: Lease<E>, shard: { index: number; count: number }): Lease<E> {
+  if (shard.count <= 1) return l;
+  const seq = shardedSeq.of(l.seq, shard.index, shard.count);
+  return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };
 }

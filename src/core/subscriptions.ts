@@ -3,7 +3,7 @@
  * API's `/v1/subscriptions` routes: checks, then the plans of src/core/sql/subscriptions.ts run on a
  * transport's connection. Internal to the package.
  */
-import { pushUrlProblem, SUBSCRIPTION, subscriptionNameProblem } from "../rules.js";
+import { pushUrlProblem, SUBSCRIPTION, signingSecretProblem, subscriptionNameProblem } from "../rules.js";
 import { invalid } from "./errors.js";
 import { internalsOf } from "./internals.js";
 import { randomToken } from "./random.js";
@@ -29,6 +29,10 @@ export function checkSubscription(name: unknown, input: SubscriptionInput): Subs
   checkObject("subscription", input);
   const url = pushUrlProblem(input.url);
   if (url !== undefined) throw invalid("url", url);
+  if (input.signingSecret !== undefined) {
+    const p = signingSecretProblem(input.signingSecret);
+    if (p !== undefined) throw invalid("signingSecret", p);
+  }
   return {
     name: checkSubscriptionName("name", name),
     url: input.url,
@@ -44,14 +48,23 @@ export function checkSubscription(name: unknown, input: SubscriptionInput): Subs
   };
 }
 
-/** Creates or updates a subscription; its signing secret is drawn at creation and kept on update. */
+/**
+ * Creates or updates a subscription; its signing secret is `input.signingSecret` when given,
+ * otherwise drawn at creation and kept on update.
+ */
 export async function putSubscription(
   transport: object,
   name: string,
   input: SubscriptionInput,
 ): Promise<StoredSubscription> {
+  const sharded = asStore(transport);
+  if (sharded) return sharded.putSubscription(name, input);
   const internals = internalsOf(transport);
-  const plan = putSubscriptionPlan(checkSubscription(name, input), randomToken() + randomToken());
+  const plan = putSubscriptionPlan(
+    checkSubscription(name, input),
+    input.signingSecret ?? randomToken() + randomToken(),
+    input.signingSecret !== undefined,
+  );
   const s = await internals.conn.writes.submit({ ...plan, idempotent: true });
   internals.subscriptionsChanged();
   return s;
@@ -59,14 +72,32 @@ export async function putSubscription(
 
 /** Every subscription, by name, with its signing secret. */
 export async function listSubscriptions(transport: object): Promise<StoredSubscription[]> {
+  const sharded = asStore(transport);
+  if (sharded) return sharded.listSubscriptions();
   return internalsOf(transport).conn.readPlan(listSubscriptionsPlan());
 }
 
 /** Deletes a subscription; false when there was none. */
 export async function deleteSubscription(transport: object, name: string): Promise<boolean> {
+  const sharded = asStore(transport);
+  if (sharded) return sharded.deleteSubscription(name);
   const internals = internalsOf(transport);
   const plan = deleteSubscriptionPlan(checkSubscriptionName("name", name));
   const removed = await internals.conn.writes.submit({ ...plan, idempotent: true });
   internals.subscriptionsChanged();
   return removed;
+}
+
+/** A queue that keeps its subscriptions itself (a sharded queue, on every shard). */
+export interface SubscriptionStore {
+  putSubscription(name: string, input: SubscriptionInput): Promise<StoredSubscription>;
+  listSubscriptions(): Promise<StoredSubscription[]>;
+  deleteSubscription(name: string): Promise<boolean>;
+}
+
+function asStore(queue: object): SubscriptionStore | undefined {
+  const q = queue as Partial<SubscriptionStore>;
+  return typeof q.putSubscription === "function" && typeof q.listSubscriptions === "function"
+    ? (q as SubscriptionStore)
+    : undefined;
 }

@@ -91,6 +91,17 @@ export interface Subscription {
   visibility: number;
 }
 
+/** A named queue (the API's `/v1/queues`). */
+export interface QueueDescription {
+  name: string;
+  /** The databases it spreads over. */
+  shards: number;
+  /** Where its writers are asked to run (a Durable Object location hint), if anywhere. */
+  locationHint: string | undefined;
+  /** When it was made (epoch seconds); 0 for the default queue. */
+  createdAt: number;
+}
+
 /** A subscription's settings as given: defaults fill what is absent. */
 export interface SubscriptionInput {
   /** Where deliveries are posted: an http(s) URL without credentials. */
@@ -101,4 +112,6 @@ export interface SubscriptionInput {
   maxInFlight?: number | undefined;
   /** Seconds, default 30. */
   visibility?: number | undefined;
+  /** The signing secret to use (16-256 visible ASCII); absent: drawn at creation, kept on update. */
+  signingSecret?: string | undefined;
 }

@@ -527,7 +527,7 @@ describe("long poll, acks with claims, delays", () => {
 });
 
 // Before the consume() tests: a long poll they abort lives on in the writer until its wait ends
-// (README, Open), and would take the messages published here.
+// (docs/guarantees.md, "Open"), and would take the messages published here.
 describe("push over HTTP", () => {
   it("a delivery answered 202 is the consumer's: leaseOfDelivery makes it a Lease to settle through the client", async () => {
     const c = client().c;

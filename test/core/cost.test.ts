@@ -1,6 +1,6 @@
 /**
  * What each operation costs on Turso's bill, measured with sqld's own counters (rows read, rows
- * written). Row counts are deterministic, so they are asserted against the budgets in the README's
+ * written). Row counts are deterministic, so they are asserted against the budgets in docs/architecture.md's
  * "What it costs" (`npm run bench` prints the same table at 1,000,000 messages, with prices).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

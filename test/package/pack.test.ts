@@ -72,13 +72,18 @@ async function node(args: string[], env: Record<string, string> = {}): Promise<s
   }
 }
 
-/** The code block that follows `<!-- example: <name> ... -->` in the README. */
+/** The code block that follows `<!-- example: <name> ... -->` in the README, or else in a page of docs/. */
 function readmeExample(name: string): string {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const at = readme.indexOf(`<!-- example: ${name}`);
-  expect(at, `README example ${name}`).toBeGreaterThanOrEqual(0);
-  const m = /```[a-z]*\n([\s\S]*?)```/.exec(readme.slice(at));
-  if (!m) throw new Error(`no code block after the README marker for ${name}`);
+  const marker = `<!-- example: ${name}`;
+  const pages = readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => join("docs", f));
+  const file = ["README.md", ...pages].find((f) => readFileSync(join(ROOT, f), "utf8").includes(marker));
+  expect(file, `example ${name} in README.md or docs/*.md`).toBeDefined();
+  const text = readFileSync(join(ROOT, file as string), "utf8");
+  const m = /```[a-z]*\n([\s\S]*?)```/.exec(text.slice(text.indexOf(marker)));
+  if (!m) throw new Error(`no code block after the marker for ${name} in ${file}`);
   return m[1] as string;
 }
 
@@ -403,7 +408,7 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
   });
 
   // Before the HTTP consumer: its long polls, aborted at SIGTERM, live on in the writer until their
-  // wait ends (README, Open) and would take the messages published here.
+  // wait ends (docs/guarantees.md, "Open") and would take the messages published here.
   it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
     await resetDatabase(clientOf(admin));
     const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };

@@ -43,7 +43,7 @@ export function envInt(name: string, fallback: number): number {
   return n;
 }
 
-/** Prints a figure line that the README's "Figures" quote; vitest shows it with the test's output. */
+/** Prints a figure line that docs/guarantees.md's "Figures" quote; vitest shows it with the test's output. */
 export function report(what: string, figures: Record<string, unknown>): void {
   console.log(`[trust] ${what}: ${JSON.stringify(figures)}`);
 }

@@ -48,7 +48,7 @@ describe("sqld killed with SIGKILL during a run, restarted on the same data", ()
       // because abandoning requests under load can wedge sqld (see test/trust/repro/sqld-stall.ts).
       const opts = { requestTimeoutMs: 10_000, timeoutMs: 30_000, maxAttempts: Number.POSITIVE_INFINITY };
       // Two transports ("processes"): publishers share one, claimers the other. More write batches in
-      // flight at once can wedge sqld 0.24's writes under sustained load (README.md, "Open").
+      // flight at once can wedge sqld 0.24's writes under sustained load (docs/guarantees.md, "Open").
       const pubT = await LibsqlTransport.create(url, opts);
       const subT = await LibsqlTransport.create(url, opts);
       const pubs = Array.from({ length: PUBLISHERS }, () => pubT);
@@ -482,7 +482,7 @@ describe("64 concurrent writers against one sqld", () => {
       const opts = { requestTimeoutMs: 15_000, timeoutMs: TIMEOUT };
       // 64 callers on two transports ("processes"), one batch in flight each (the default): what the
       // library queues and coalesces, sqld never sees. More batches in flight at once can wedge sqld
-      // 0.24's writes under sustained load (README.md, "Open"); TRUST_CONTENTION_TRANSPORTS
+      // 0.24's writes under sustained load (docs/guarantees.md, "Open"); TRUST_CONTENTION_TRANSPORTS
       // and TRUST_CONTENTION_IN_FLIGHT raise them.
       const transports = await Promise.all(
         Array.from({ length: envInt("TRUST_CONTENTION_TRANSPORTS", 2) }, () =>
@@ -538,7 +538,7 @@ describe("64 concurrent writers against one sqld", () => {
       const drain = await LibsqlTransport.create(sqld.url, opts);
       const drainUntil = Date.now() + 30_000;
       for (;;) {
-        // A sqld whose writes have wedged (README.md, "Open") shows up here as a clear failure.
+        // A sqld whose writes have wedged (docs/guarantees.md, "Open") shows up here as a clear failure.
         expect(Date.now(), `drain unfinished; callers so far got ${errors.length} errors`).toBeLessThan(drainUntil);
         const leases = await drain.claimMany("drain", 30, 100);
         if (leases.length === 0) break;

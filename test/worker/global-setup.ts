@@ -14,11 +14,22 @@ import type { TestProject } from "vitest/node";
 import { startConsumer } from "../../scripts/support/consumer.js";
 import { startProxy } from "../../scripts/support/proxy.js";
 import { startSqld } from "../../scripts/support/sqld.js";
+import { sqldNamespaces } from "../../src/core/databases.js";
 
 import type {} from "./provided.js";
 
+/**
+ * The databases the Worker's static map names (QUEUE_DATABASES): namespaces of a second sqld, so that
+ * named and sharded queues run here as in production, each in a database of its own.
+ */
+export const MAPPED = ["emails", "orders", "spare", ...[0, 1, 2, 3].map((i) => `billing--${i}`)];
+
 export default async function setup(project: TestProject) {
-  const sqld = await startSqld();
+  const [sqld, ns] = await Promise.all([startSqld(), startSqld({ namespaces: true })]);
+  const provider = sqldNamespaces({ url: ns.url, adminUrl: ns.adminUrl as string });
+  const map = Object.fromEntries(await Promise.all(MAPPED.map(async (n) => [n, await provider.create(n)] as const)));
+  project.provide("workerQueueDatabases", JSON.stringify(map));
+  project.provide("nsSqldUrl", ns.url);
   const proxy = await startProxy(sqld.port);
   const counts = new Map<string, { texts: string[]; n: number }>();
   proxy.observe = (request) => {
@@ -56,6 +67,6 @@ export default async function setup(project: TestProject) {
     await new Promise<void>((resolve) => log.close(() => resolve()));
     await consumer.close();
     await proxy.close();
-    await sqld.stop();
+    await Promise.all([sqld.stop(), ns.stop()]);
   };
 }

@@ -7,5 +7,8 @@ declare module "vitest" {
     sqldCounterUrl: string;
     consumerUrl: string;
     consumerLogUrl: string;
+    /** QUEUE_DATABASES: a static map of namespaces on a second sqld (emails, orders, spare, billing--0..3). */
+    workerQueueDatabases: string;
+    nsSqldUrl: string;
   }
 }

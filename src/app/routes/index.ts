@@ -4,6 +4,7 @@ import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
 import { ack, extend, nack, release } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
+import { QUEUE_ROUTES } from "./queues.js";
 import { groups, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
 
@@ -23,4 +24,5 @@ export const API_ROUTES: readonly RouteSpec[] = [
   listDeadLetters,
   redrive,
   deleteDeadLetter,
+  ...QUEUE_ROUTES,
 ];

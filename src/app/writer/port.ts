@@ -9,7 +9,9 @@
  * edge throws them again as the QueueError they were.
  */
 import type { AckOutcome } from "../../contract/types.js";
+import type { Database } from "../../core/databases.js";
 import { QueueError, type QueueErrorCode, toQueueError } from "../../core/errors.js";
+import type { QueueInfo } from "../../core/queues.js";
 import type { Lease } from "../../core/types.js";
 import type { ClaimInput } from "../claiming.js";
 
@@ -17,12 +19,25 @@ export type Outcome<T> =
   | { ok: T }
   | { error: { code: string; message: string; field: string | undefined; outcomeUnknown: boolean } };
 
-/** What the QueueWriter answers by RPC (src/worker.ts). */
+/**
+ * What the QueueWriter answers by RPC (src/worker.ts). `database` names the one it serves (the
+ * edge resolved it; without a token: the writer takes its own from the configuration).
+ */
 export interface WriterPort {
   /** `claimWithAcks` for a claim without `wait`. */
-  claim(input: ClaimInput): Promise<Outcome<{ leases: Lease[]; acks?: AckOutcome[] | undefined }>>;
-  ack(leaseId: string): Promise<Outcome<null>>;
+  claim(input: ClaimInput, database: Database): Promise<Outcome<{ leases: Lease[]; acks?: AckOutcome[] | undefined }>>;
+  ack(leaseId: string, database: Database): Promise<Outcome<null>>;
+  /** A named queue, as the catalog says (the default queue's writer keeps the catalog); null when there is none. */
+  lookup(name: string): Promise<Outcome<QueueInfo | null>>;
+  /** Its database is gone (its queue was deleted): stop pushing and waking. */
+  retire(): Promise<void>;
 }
+
+/** What crosses to a writer of a database: how to reach it, never its token. */
+export const databaseRef = (db: Database): Database => ({
+  url: db.url,
+  ...(db.namespace === undefined ? {} : { namespace: db.namespace }),
+});
 
 /** Runs `f`, answering its error as a value. */
 export async function outcome<T>(f: () => Promise<T>): Promise<Outcome<T>> {

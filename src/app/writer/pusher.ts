@@ -32,6 +32,11 @@ export interface PusherOptions {
   /** Longest the pusher goes without a claim while subscriptions exist (the safety re-check). */
   recheckMs: number;
   /**
+   * How its leases are named outside (a shard of a sharded queue: seqs and lease ids that name the
+   * shard, so that the consumer settles them through the queue's API); as they are by default.
+   */
+  leaseOut?: (lease: Lease) => Lease;
+  /**
    * Asks to be woken (`wake()`) at this time (ms since the epoch) even if nothing happens before.
    * The QueueWriter sets its alarm; the default is a timer, which does not outlive the process.
    */
@@ -75,6 +80,7 @@ export class Pusher {
   readonly #recheckMs: number;
   readonly #maxConnections: number;
   readonly #fetch: typeof fetch;
+  readonly #leaseOut: (lease: Lease) => Lease;
   readonly #scheduler: Scheduler<PushAsk>;
   readonly #inFlight = new Map<string, number>();
   /**
@@ -99,6 +105,7 @@ export class Pusher {
     this.#recheckMs = options.recheckMs;
     this.#maxConnections = options.maxConnections ?? 4;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#leaseOut = options.leaseOut ?? ((l) => l);
     this.#scheduler = new Scheduler<PushAsk>(
       queue,
       {
@@ -255,7 +262,7 @@ export class Pusher {
       await this.#queue.release(lease);
       return;
     }
-    const body = JSON.stringify(pushDeliveryToWire(lease, sub.name));
+    const body = JSON.stringify(pushDeliveryToWire(this.#leaseOut(lease), sub.name));
     let answer: Response | undefined;
     this.stats.posted++;
     this.#posting.set(lease.seq, false);

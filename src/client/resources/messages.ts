@@ -1,7 +1,7 @@
 /**
- * Publishing. Every publish carries an `Idempotency-Key` (the caller's, or one made per call), so
- * that it is safe to send again after a lost answer: the API answers the first answer again and
- * stores nothing twice.
+ * Publishing. A publish carries an `Idempotency-Key` (the caller's, or by default one made per
+ * call), so that it is safe to send again after a lost answer: the API answers the first answer
+ * again and stores nothing twice. One without a key is not sent again once it may have applied.
  */
 import type * as W from "../../contract/types.js";
 import { publishInputToWire } from "../../contract/wire.js";
@@ -15,9 +15,17 @@ import type { PublishCallOptions } from "../options.js";
 
 export class Messages {
   readonly #engine: Engine;
+  readonly #autoKeys: boolean;
 
-  constructor(engine: Engine) {
+  constructor(engine: Engine, autoKeys: boolean) {
     this.#engine = engine;
+    this.#autoKeys = autoKeys;
+  }
+
+  /** The publish's key header, and whether the publish may be resent after a lost answer. */
+  #keyed(given: string | undefined): { headers: Record<string, string>; retryUnknown: boolean } {
+    if (given === undefined && !this.#autoKeys) return { headers: {}, retryUnknown: false };
+    return { headers: { "idempotency-key": idempotencyKey(given) }, retryUnknown: true };
   }
 
   async publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
@@ -33,9 +41,8 @@ export class Messages {
         method: "POST",
         path,
         body,
-        headers: { "idempotency-key": idempotencyKey(options.idempotencyKey) },
+        ...this.#keyed(options.idempotencyKey),
         write: true,
-        retryUnknown: true,
         ok: (a) => json<W.PublishAnswer>(a, path).seq,
       },
       options,
@@ -58,9 +65,8 @@ export class Messages {
         method: "POST",
         path,
         body: { messages: list } satisfies W.PublishBatchRequest,
-        headers: { "idempotency-key": idempotencyKey(options.idempotencyKey) },
+        ...this.#keyed(options.idempotencyKey),
         write: true,
-        retryUnknown: true,
         ok: (a) => json<W.PublishBatchAnswer>(a, path).seqs,
       },
       options,

@@ -25,8 +25,8 @@ function toSubscription(row: Record<string, unknown>): StoredSubscription {
   };
 }
 
-/** Creates or updates one; `secret` is used only when it is created. */
-export function putSubscriptionPlan(s: Subscription, secret: string): Plan<StoredSubscription> {
+/** Creates or updates one; `secret` is used when it is created, and on an update only when `replace`. */
+export function putSubscriptionPlan(s: Subscription, secret: string, replace = false): Plan<StoredSubscription> {
   return plan(
     [
       [
@@ -35,9 +35,18 @@ export function putSubscriptionPlan(s: Subscription, secret: string): Plan<Store
           `INSERT INTO tq_subscriptions (${COLUMNS})
   VALUES (:name, :url, :min, :max, :vis, :secret, ${NOW}, ${NOW})
   ON CONFLICT (name) DO UPDATE SET url = excluded.url, min_priority = excluded.min_priority,
-     max_in_flight = excluded.max_in_flight, visibility = excluded.visibility, updated_at = excluded.updated_at
+     max_in_flight = excluded.max_in_flight, visibility = excluded.visibility, updated_at = excluded.updated_at,
+     secret = CASE WHEN :replace = 1 THEN excluded.secret ELSE secret END
   RETURNING ${COLUMNS}`,
-          { name: s.name, url: s.url, min: s.minPriority, max: s.maxInFlight, vis: s.visibility, secret },
+          {
+            name: s.name,
+            url: s.url,
+            min: s.minPriority,
+            max: s.maxInFlight,
+            vis: s.visibility,
+            secret,
+            replace: replace ? 1 : 0,
+          },
         ),
       ],
     ],

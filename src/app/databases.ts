@@ -1,0 +1,49 @@
+/** How the Worker reaches one database: a `@libsql/client/web` HTTP client plus the library's write path. */
+import { createClient } from "@libsql/client/web";
+import { inNamespace } from "../core/connect.js";
+import type { Database } from "../core/databases.js";
+import { LibsqlTransport } from "../core/transport.js";
+import type { Config } from "./env.js";
+
+/** One writer, one transport, one cache entry per database: its URL and namespace. */
+export const databaseKey = (db: Database): string => (db.namespace ? `${db.url}#${db.namespace}` : db.url);
+
+/**
+ * A transport over `db` (its token, or the Worker's TURSO_AUTH_TOKEN: a Turso group token reaches
+ * every database of its group), and a function that closes its client.
+ */
+export async function openDatabase(
+  db: Database,
+  config: Config,
+  options: { ensureSchema?: boolean; holdMs?: number } = {},
+): Promise<{ transport: LibsqlTransport; close(): void }> {
+  const authToken = tokenFor(config, db);
+  const fetchIn = inNamespace((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), db.namespace);
+  const client = createClient({ url: db.url, authToken, fetch: fetchIn });
+  try {
+    const transport = await LibsqlTransport.fromClient(client, {
+      ensureSchema: options.ensureSchema ?? true,
+      http: { url: db.url, authToken, namespace: db.namespace },
+      ...(options.holdMs === undefined ? {} : { holdMs: options.holdMs }),
+    });
+    return { transport, close: () => client.close() };
+  } catch (e) {
+    client.close();
+    throw e;
+  }
+}
+
+/**
+ * The token for a database: its own (a database of the static map may have one), or the Worker's
+ * TURSO_AUTH_TOKEN (a Turso group token reaches every database of its group). The catalog and the
+ * edge's messages to the writers carry none.
+ */
+export function tokenFor(config: Config, db: Database): string | undefined {
+  if (db.authToken !== undefined) return db.authToken;
+  const d = config.databases;
+  if (d.kind === "static") {
+    const same = Object.values(d.map).find((m) => m.url === db.url && m.namespace === db.namespace);
+    if (same?.authToken !== undefined) return same.authToken;
+  }
+  return config.databaseAuthToken;
+}

@@ -1,0 +1,145 @@
+/** Named queues: list them with their counts, make one (idempotent), read one, delete one. */
+import { Hono } from "hono";
+import {
+  QueueAnswer,
+  QueueBody,
+  QueueDeleteQuery,
+  QueueList,
+  QueuePath,
+  QueueWithStats,
+} from "../../contract/schemas.js";
+import type * as T from "../../contract/types.js";
+import { queueToWire, statsToWire } from "../../contract/wire.js";
+import { QueueError } from "../../core/errors.js";
+import type { AppEnv } from "../context.js";
+import { forgetQueue } from "../queues.js";
+import { defineRoute, handle } from "../route.js";
+
+const EXAMPLE = { name: "emails", shards: 1, location_hint: null, created_at: 1796230500.5 };
+const STATS = {
+  ready: 2,
+  waiting: 0,
+  in_flight: 1,
+  parked: 0,
+  delayed: 0,
+  groups: 3,
+  dead_letters: 0,
+  now: 1796230534.29,
+};
+
+export const listQueues = defineRoute({
+  method: "get",
+  path: "/v1/queues",
+  operationId: "listQueues",
+  tag: "Queues",
+  summary: "List the queues, with their counts",
+  description:
+    "The default queue first, then the named ones by name. Each queue's counts are its shards' stats added up: one read per shard.",
+  auth: true,
+  responses: {
+    200: {
+      description: "Every queue.",
+      schema: QueueList,
+      example: { queues: [{ ...EXAMPLE, name: "default", created_at: null, stats: STATS }] },
+    },
+  },
+});
+
+export const putQueue = defineRoute({
+  method: "put",
+  path: "/v1/queues/{queue}",
+  operationId: "putQueue",
+  tag: "Queues",
+  summary: "Make a queue (idempotent)",
+  description:
+    "Makes the queue's databases (one per shard) with their schema, then lists it; from then on `/v1/queues/{queue}/...` serves it. Asking again answers the queue as it is (200). Its shard count cannot change: make a new queue and drain this one. Publishing to a queue that was never made is 404 QUEUE_NOT_FOUND: a typo creates nothing.",
+  auth: true,
+  request: {
+    params: QueuePath,
+    body: { schema: QueueBody, required: false, example: { shards: 4, location_hint: "weur" } },
+  },
+  responses: {
+    200: { description: "It was there already.", schema: QueueAnswer, example: { ...EXAMPLE, created: false } },
+    201: { description: "Made.", schema: QueueAnswer, example: { ...EXAMPLE, created: true } },
+  },
+});
+
+export const getQueue = defineRoute({
+  method: "get",
+  path: "/v1/queues/{queue}",
+  operationId: "getQueue",
+  tag: "Queues",
+  summary: "One queue, with its counts",
+  auth: true,
+  request: { params: QueuePath },
+  responses: {
+    200: {
+      description: "The queue.",
+      schema: QueueWithStats,
+      example: { ...EXAMPLE, stats: STATS },
+    },
+  },
+  errors: ["QUEUE_NOT_FOUND"],
+});
+
+export const deleteQueue = defineRoute({
+  method: "delete",
+  path: "/v1/queues/{queue}",
+  operationId: "deleteQueue",
+  tag: "Queues",
+  summary: "Delete a queue and its databases",
+  description:
+    "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted.",
+  auth: true,
+  request: { params: QueuePath, query: QueueDeleteQuery },
+  responses: { 204: { description: "Deleted, with its databases." } },
+  errors: ["QUEUE_NOT_FOUND", "QUEUE_NOT_EMPTY"],
+});
+
+export const QUEUE_ROUTES = [listQueues, putQueue, getQueue, deleteQueue] as const;
+
+export const queues = new Hono<AppEnv>();
+
+const notFound = (name: string) =>
+  new QueueError("QUEUE_NOT_FOUND", `queue: no queue ${name} (make it with PUT /v1/queues/${name})`, {
+    field: "queue",
+  });
+
+handle(queues, listQueues, async (c) => {
+  const all = await (await c.var.catalog()).listWithCounts();
+  return c.json(
+    { queues: all.map((q) => ({ ...queueToWire(q), stats: statsToWire(q.stats) })) } satisfies T.QueueList,
+    200,
+  );
+});
+
+handle(queues, putQueue, async (c) => {
+  const { queue: name } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const { queue, created } = await (await c.var.catalog()).put(name, {
+    shards: body.shards,
+    locationHint: body.location_hint,
+  });
+  forgetQueue(c.var.config, name);
+  return c.json({ ...queueToWire(queue), created } satisfies T.QueueAnswer, created ? 201 : 200);
+});
+
+handle(queues, getQueue, async (c) => {
+  const { queue: name } = c.req.valid("param");
+  const catalog = await c.var.catalog();
+  const queue = await catalog.get(name);
+  if (queue === undefined) throw notFound(name);
+  const stats = await catalog.countOf(queue);
+  return c.json({ ...queueToWire(queue), stats: statsToWire(stats) } satisfies T.QueueWithStats, 200);
+});
+
+handle(queues, deleteQueue, async (c) => {
+  const { queue: name } = c.req.valid("param");
+  const catalog = await c.var.catalog();
+  const queue = await catalog.get(name);
+  if (queue === undefined) throw notFound(name);
+  await catalog.delete(name, { force: c.req.valid("query").force === true });
+  forgetQueue(c.var.config, name);
+  await c.var.queueDeleted(queue);
+  return c.body(null, 204);
+});
