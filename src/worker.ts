@@ -28,7 +28,7 @@ import { databaseRef, type Outcome, outcome, type WriterPort } from "./app/write
 import { Pusher } from "./app/writer/pusher.js";
 import type { Database } from "./core/databases.js";
 import type { QueueInfo } from "./core/queues.js";
-import { shardLease } from "./core/sharded.js";
+import { shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
 import type { Lease } from "./core/types.js";
 

@@ -4,7 +4,7 @@
  * schemas (src/app/route.ts, src/contract/schemas.ts); handlers stay thin: take the validated input,
  * call the library, shape the answer (src/app/answers.ts).
  */
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { pause } from "../core/backoff.js";
 import type { Database } from "../core/databases.js";
@@ -12,22 +12,19 @@ import type { QueueInfo } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import { DEFAULT_QUEUE } from "../rules.js";
 import { requireBearer, trustForwarded } from "./auth.js";
-import { readBodyBytes } from "./body.js";
 import type { AppEnv, ShardOf, TransportFactory } from "./context.js";
-import type { Bindings, Config } from "./env.js";
+import type { Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
 import { catalogOf } from "./queues.js";
-import { handle } from "./route.js";
-import { claimAnswer, claimInputOf, claim as claimRoute, claims } from "./routes/claims.js";
+import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
-import { ack as ackRoute, leases } from "./routes/leases.js";
+import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { pages } from "./routes/pages.js";
 import { queues } from "./routes/queues.js";
 import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
-import { type Outcome, unwrap, type WriterPort } from "./writer/port.js";
 
 export type { AppEnv, TransportFactory } from "./context.js";
 export { API_ROUTES } from "./routes/index.js";

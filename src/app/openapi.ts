@@ -8,6 +8,7 @@ import { object } from "../contract/kit.js";
 import { ERRORS, ErrorAnswer, type ErrorCode, PushDelivery, QueuePath } from "../contract/schemas.js";
 import { SIGNATURE_HEADER } from "../contract/signature.js";
 import { MAX_BODY_BYTES } from "../rules.js";
+import { LEASE_EXAMPLE } from "./examples.js";
 import { type RouteSpec, scopedPath } from "./route.js";
 
 type Json = Record<string, unknown>;
@@ -239,15 +240,7 @@ function pushWebhook(): Json {
         content: {
           "application/json": {
             schema: schemaOf(PushDelivery, ANSWER),
-            example: {
-              lease_id: "1.e60920e7c2e2f9e880bfec5577612017",
-              seq: 1,
-              group_id: "orders",
-              event: { order: 1001, action: "charge" },
-              expires_at: 1796230564.197,
-              attempts: 1,
-              subscription: "billing",
-            },
+            example: { ...LEASE_EXAMPLE, subscription: "billing" },
           },
         },
       },

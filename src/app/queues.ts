@@ -3,13 +3,7 @@
  * lists them (kept in the default queue's database, src/core/queues.ts), and a short-lived cache of
  * lookups, so that a request to a named queue costs no read of the catalog most of the time.
  */
-import {
-  type Database,
-  type DatabaseProvider,
-  sqldNamespaces,
-  staticDatabases,
-  tursoDatabases,
-} from "../core/databases.js";
+import { type DatabaseProvider, sqldNamespaces, staticDatabases, tursoDatabases } from "../core/databases.js";
 import { QueueError } from "../core/errors.js";
 import { QueueCatalog, type QueueInfo } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";

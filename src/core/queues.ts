@@ -12,6 +12,7 @@ import { DEFAULT_QUEUE, locationHintProblem, MAX_SHARDS, queueNameProblem, shard
 import type { Database, DatabaseProvider } from "./databases.js";
 import { invalid, QueueError } from "./errors.js";
 import { internalsOf } from "./internals.js";
+import { addUp } from "./shard.js";
 import {
   addQueuePlan,
   getQueuePlan,
@@ -165,17 +166,7 @@ export class QueueCatalog {
         }
       }),
     );
-    const sum = (k: keyof QueueStats) => all.reduce((a, s) => a + s[k], 0);
-    return {
-      ready: sum("ready"),
-      waiting: sum("waiting"),
-      inFlight: sum("inFlight"),
-      parked: sum("parked"),
-      delayed: sum("delayed"),
-      groups: sum("groups"),
-      deadLetters: sum("deadLetters"),
-      now: Math.max(...all.map((s) => s.now)),
-    };
+    return addUp(all);
   }
 
   #read<T>(plan: Plan<T>): Promise<T> {

@@ -28,7 +28,8 @@ import {
   shardOf,
 } from "../rules.js";
 import { invalid, QueueError } from "./errors.js";
-import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
+import { addUp, type Shard, type ShardSubscriptions, shardLease, subscriptionsOf } from "./shard.js";
+import type { StoredSubscription } from "./subscriptions.js";
 import { LibsqlTransport, type TransportOptions } from "./transport.js";
 import type {
   DeadLetter,
@@ -38,7 +39,6 @@ import type {
   PublishInput,
   PublishOptions,
   QueueStats,
-  Subscription,
   SubscriptionInput,
 } from "./types.js";
 import {
@@ -54,34 +54,7 @@ import {
   encodeEvent,
 } from "./validate.js";
 
-/** What a sharded queue needs of each shard: LibsqlTransport has it, and so does the HTTP client. */
-export interface Shard {
-  publishMany(messages: PublishInput[], options?: PublishOptions): Promise<number[]>;
-  claimMany<E = unknown>(
-    workerId: string,
-    visibility: number,
-    n: number,
-    minPriority?: number,
-    options?: { wait?: number; signal?: AbortSignal },
-  ): Promise<Lease<E>[]>;
-  ack(lease: string): Promise<unknown>;
-  nack(lease: string, delay?: number): Promise<NackResult>;
-  release(lease: string): Promise<unknown>;
-  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
-  stats(): Promise<QueueStats>;
-  groups(options?: { limit?: number }): Promise<GroupInfo[]>;
-  deadLetters<E = unknown>(options?: { groupId?: string; afterSeq?: number; limit?: number }): Promise<DeadLetter<E>[]>;
-  redrive(seq: number): Promise<number>;
-  deleteDeadLetter(seq: number): Promise<boolean>;
-  nextDueAt?(): Promise<{ next: number | null; now: number }>;
-  /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
-  subscribe?(name: string, input: SubscriptionInput): Promise<Subscription & { signingSecret: string }>;
-  subscriptions?(): Promise<Subscription[]>;
-  unsubscribe?(name: string): Promise<boolean>;
-  /** Set when the shard's claims may wait for a message (a long poll). */
-  readonly maxClaimWait?: number | undefined;
-  close?(): void;
-}
+export type { Shard } from "./shard.js";
 
 export class ShardedQueue {
   readonly #shards: Shard[];
@@ -310,18 +283,7 @@ export class ShardedQueue {
 
   /** Every shard's counts, added up; `now` is the latest of their clocks. */
   async stats(): Promise<QueueStats> {
-    const all = await Promise.all(this.#shards.map((s) => s.stats()));
-    const sum = (k: keyof QueueStats) => all.reduce((a, s) => a + s[k], 0);
-    return {
-      ready: sum("ready"),
-      waiting: sum("waiting"),
-      inFlight: sum("inFlight"),
-      parked: sum("parked"),
-      delayed: sum("delayed"),
-      groups: sum("groups"),
-      deadLetters: sum("deadLetters"),
-      now: Math.max(...all.map((s) => s.now)),
-    };
+    return addUp(await Promise.all(this.#shards.map((s) => s.stats())));
   }
 
   /** Each shard's groups worth watching: first those held (a lease, park or delay), then the next in line, longest unclaimed first. */
@@ -436,36 +398,4 @@ export class ShardedQueue {
     const s = shardedSeq.shard(seq, this.#shards.length);
     return s < this.#shards.length ? s : undefined;
   }
-}
-
-interface ShardSubscriptions {
-  put(name: string, input: SubscriptionInput): Promise<StoredSubscription>;
-  list(): Promise<StoredSubscription[]>;
-  delete(name: string): Promise<boolean>;
-}
-
-/** A shard's subscription calls: the HTTP client's own, or a transport's through src/core/subscriptions.ts. */
-function subscriptionsOf(shard: Shard): ShardSubscriptions {
-  const { subscribe, subscriptions, unsubscribe } = shard;
-  if (subscribe && subscriptions && unsubscribe) {
-    return {
-      put: async (name, input) => ({ ...(await subscribe.call(shard, name, input)), createdAt: 0, updatedAt: 0 }),
-      // The API lists no secrets.
-      list: async () =>
-        (await subscriptions.call(shard)).map((s) => ({ ...s, signingSecret: "", createdAt: 0, updatedAt: 0 })),
-      delete: (name) => unsubscribe.call(shard, name),
-    };
-  }
-  return {
-    put: (name, input) => putSubscription(shard, name, input),
-    list: () => listSubscriptions(shard),
-    delete: (name) => deleteSubscription(shard, name),
-  };
-}
-
-/** A shard's lease as its sharded queue names it (its seq and id name the shard). */
-export function shardLease<E>(l: Lease<E>, shard: { index: number; count: number }): Lease<E> {
-  if (shard.count <= 1) return l;
-  const seq = shardedSeq.of(l.seq, shard.index, shard.count);
-  return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };
 }

@@ -7,16 +7,8 @@ import type { Lease } from "../../core/types.js";
 import { type ClaimInput, claimWithAcks } from "../claiming.js";
 import type { AppEnv } from "../context.js";
 import { badRequest } from "../errors.js";
+import { LEASE_EXAMPLE } from "../examples.js";
 import { defineRoute, handle } from "../route.js";
-
-const lease = {
-  lease_id: "1.e60920e7c2e2f9e880bfec5577612017",
-  seq: 1,
-  group_id: "orders",
-  event: { order: 1001, action: "charge" },
-  expires_at: 1796230564.197,
-  attempts: 1,
-};
 
 export const claim = defineRoute({
   method: "post",
@@ -32,7 +24,7 @@ export const claim = defineRoute({
     200: {
       description: "Without `max`: one lease. With `max`: `{ leases: [...] }`, possibly empty.",
       schema: ClaimAnswer,
-      example: lease,
+      example: LEASE_EXAMPLE,
     },
     204: { description: "Without `max`: nothing is deliverable now (no body)." },
   },

@@ -12,20 +12,11 @@ import type * as T from "../../contract/types.js";
 import { queueToWire, statsToWire } from "../../contract/wire.js";
 import { QueueError } from "../../core/errors.js";
 import type { AppEnv } from "../context.js";
+import { STATS_EXAMPLE as STATS } from "../examples.js";
 import { forgetQueue } from "../queues.js";
 import { defineRoute, handle } from "../route.js";
 
 const EXAMPLE = { name: "emails", shards: 1, location_hint: null, created_at: 1796230500.5 };
-const STATS = {
-  ready: 2,
-  waiting: 0,
-  in_flight: 1,
-  parked: 0,
-  delayed: 0,
-  groups: 3,
-  dead_letters: 0,
-  now: 1796230534.29,
-};
 
 export const listQueues = defineRoute({
   method: "get",

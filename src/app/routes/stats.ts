@@ -4,6 +4,7 @@ import { GroupList, GroupsQuery, Stats } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
 import { groupToWire, statsToWire } from "../../contract/wire.js";
 import type { AppEnv } from "../context.js";
+import { STATS_EXAMPLE } from "../examples.js";
 import { defineRoute, handle } from "../route.js";
 
 export const stats = defineRoute({
@@ -19,16 +20,7 @@ export const stats = defineRoute({
     200: {
       description: "The counters, on the database's clock.",
       schema: Stats,
-      example: {
-        ready: 2,
-        waiting: 1,
-        in_flight: 1,
-        parked: 0,
-        delayed: 0,
-        groups: 3,
-        dead_letters: 0,
-        now: 1796230534.29,
-      },
+      example: STATS_EXAMPLE,
     },
   },
 });
