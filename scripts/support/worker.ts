@@ -19,6 +19,8 @@ export interface RunningWorker {
 export interface WorkerOptions {
   databaseUrl: string;
   queueToken: string;
+  /** More [vars] (QUEUE_DATABASES, SQLD_ADMIN_URL, ...). */
+  vars?: Record<string, string>;
 }
 
 export async function startWorker(o: WorkerOptions): Promise<RunningWorker> {
@@ -28,6 +30,9 @@ export async function startWorker(o: WorkerOptions): Promise<RunningWorker> {
     bindings: {
       TURSO_DATABASE_URL: { type: "plain_text", value: o.databaseUrl },
       QUEUE_TOKEN: { type: "plain_text", value: o.queueToken },
+      ...Object.fromEntries(
+        Object.entries(o.vars ?? {}).map(([k, value]) => [k, { type: "plain_text" as const, value }]),
+      ),
     },
     dev: {
       server: { hostname: "127.0.0.1", port: 0 },

@@ -1,6 +1,7 @@
 /**
- * `GET /dashboard` and its script: counters, the groups worth watching, the dead letters (redrive,
- * delete) and the push subscriptions, refreshed in place. It reads and writes only through the `/v1` API with the bearer token
+ * `GET /dashboard` and its script: the queues (a picker and their counts), then the chosen queue's
+ * counters, the groups worth watching, the dead letters (redrive, delete) and the push
+ * subscriptions, refreshed in place. It reads and writes only through the `/v1` API with the bearer token
  * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
@@ -22,6 +23,7 @@ export const dashboardHtml = (base: string) =>
 </form>
 <div id="board" hidden>
   <div class="toolbar">
+    <label>queue <select id="queue" aria-label="Queue"></select></label>
     <button id="refresh" type="button">Refresh</button>
     <label><input id="auto" type="checkbox" checked> every 10 s</label>
     <span id="updated"></span>
@@ -29,6 +31,8 @@ export const dashboardHtml = (base: string) =>
     <span id="problem" class="error" role="alert"></span>
   </div>
   <section id="counters" class="counters" aria-label="Counters"></section>
+  <h2>Queues</h2>
+  <table id="queues"><thead><tr><th>queue</th><th>shards</th><th>ready</th><th>waiting</th><th>in flight</th><th>dead letters</th></tr></thead><tbody></tbody></table>
   <h2>Groups in flight, parked, and next in line</h2>
   <table id="groups"><thead><tr><th>group</th><th>messages</th><th>priority</th><th>state</th><th>last claimed</th></tr></thead><tbody></tbody></table>
   <p id="groups-empty" class="empty" hidden>No messages in the queue.</p>
@@ -67,6 +71,11 @@ export const DASHBOARD_JS = `"use strict";
   let loading = false;
 
   const token = () => sessionStorage.getItem(KEY);
+  // The queue shown: kept in this tab, like the token; "default" is the one /v1/... serves.
+  const QUEUE_KEY = "turso-queue-queue";
+  const queue = () => sessionStorage.getItem(QUEUE_KEY) || "default";
+  /** A route of the API in the queue shown: /v1/stats, or /v1/queues/emails/stats. */
+  const inQueue = (path) => (queue() === "default" ? path : "/v1/queues/" + encodeURIComponent(queue()) + path.slice(3));
 
   class Unauthorized extends Error {}
 
@@ -204,15 +213,49 @@ export const DASHBOARD_JS = `"use strict";
     $("subscriptions-empty").hidden = list.subscriptions.length > 0;
   }
 
+  function renderQueues(list) {
+    const select = $("queue");
+    select.replaceChildren();
+    const body = $("queues").querySelector("tbody");
+    body.replaceChildren();
+    for (const q of list.queues) {
+      const option = document.createElement("option");
+      option.value = q.name;
+      option.textContent = q.shards > 1 ? q.name + " (" + q.shards + " shards)" : q.name;
+      select.appendChild(option);
+      const row = document.createElement("tr");
+      row.dataset.queue = q.name;
+      if (q.name === queue()) row.className = "chosen";
+      cell(row, q.name);
+      cell(row, String(q.shards));
+      cell(row, String(q.stats.ready));
+      cell(row, String(q.stats.waiting));
+      cell(row, String(q.stats.in_flight));
+      cell(row, String(q.stats.dead_letters));
+      row.addEventListener("click", () => choose(q.name));
+      body.appendChild(row);
+    }
+    select.value = queue();
+  }
+
+  function choose(name) {
+    sessionStorage.setItem(QUEUE_KEY, name);
+    refresh();
+  }
+
   async function refresh() {
     if (loading || !token()) return;
     loading = true;
     try {
+      const queues = await api("/v1/queues");
+      // A queue deleted meanwhile: back to the default one.
+      if (!queues.queues.some((q) => q.name === queue())) sessionStorage.removeItem(QUEUE_KEY);
+      renderQueues(queues);
       const [stats, groups, dead, subs] = await Promise.all([
-        api("/v1/stats"),
-        api("/v1/groups?limit=10"),
-        api("/v1/dead-letters?limit=50"),
-        api("/v1/subscriptions"),
+        api(inQueue("/v1/stats")),
+        api(inQueue("/v1/groups?limit=10")),
+        api(inQueue("/v1/dead-letters?limit=50")),
+        api(inQueue("/v1/subscriptions")),
       ]);
       renderCounters({ ...stats, subscriptions: subs.subscriptions.length });
       renderSubscriptions(subs);
@@ -238,10 +281,10 @@ export const DASHBOARD_JS = `"use strict";
     button.disabled = true;
     try {
       if (action === "redrive") {
-        const answer = await api("/v1/dead-letters/" + seq + "/redrive", "POST");
+        const answer = await api(inQueue("/v1/dead-letters/" + seq + "/redrive"), "POST");
         $("notice").textContent = "Dead letter " + seq + " redriven as message " + answer.seq + ".";
       } else {
-        await api("/v1/dead-letters/" + seq, "DELETE");
+        await api(inQueue("/v1/dead-letters/" + seq), "DELETE");
         $("notice").textContent = "Dead letter " + seq + " deleted.";
       }
     } catch (e) {
@@ -264,6 +307,7 @@ export const DASHBOARD_JS = `"use strict";
     showLogin("");
   });
   $("refresh").addEventListener("click", refresh);
+  $("queue").addEventListener("change", (event) => choose(event.target.value));
   $("auto").addEventListener("change", schedule);
 
   if (token()) refresh();

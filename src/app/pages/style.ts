@@ -47,6 +47,8 @@ input[type=password] { font: inherit; padding: .35rem .5rem; border: 1px solid v
 td:last-child button { margin: .1rem 0; } #dead-letters td:last-child { white-space: nowrap; }
 .event { max-width: 28rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .state-in_flight { color: var(--accent); } .state-parked { color: var(--warn); }
+#queues tbody tr { cursor: pointer; } #queues tr.chosen td { font-weight: 700; color: var(--accent); }
+select { font: inherit; padding: .25rem .4rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
 form.login { max-width: 36rem; margin: 3rem auto; padding: 1.5rem; border: 1px solid var(--line); border-radius: 8px; }
 [hidden] { display: none !important; }
 `;
