@@ -4,7 +4,9 @@
  * suite asserts them (test/core/cost.test.ts) and `npm run bench` prints them with prices.
  */
 
+import type { InStatement } from "@libsql/client";
 import { clientOf } from "../../src/core/internals.js";
+import { statsPlan } from "../../src/core/sql/index.js";
 import { type Lease, LibsqlTransport, type TransportOptions } from "../../src/index.js";
 import { billed, type Sqld, startSqld } from "../support/sqld.js";
 
@@ -221,6 +223,26 @@ export async function costCases(sqld: Sqld, t: LibsqlTransport, opts: { depths: 
       "operation",
       await measure(sqld, runs, async () => {
         for (let i = 0; i < runs; i++) if (await t.claim("w", 60)) throw new Error("an empty claim took a lease");
+      }),
+    );
+  }
+
+  // stats()' ages: its statement for the oldest messages alone, with none delayed and with a
+  // thousand delayed ones at the head (those are skipped, but never read past AGE_WINDOW rows).
+  const [, oldest] = statsPlan().stmts;
+  for (const delayed of [0, 1000]) {
+    await reset(t);
+    for (let i = 0; i < delayed; i += 500) {
+      await t.publishMany(
+        Array.from({ length: 500 }, (_, k) => ({ groupId: `later-${i + k}`, event: k, delay: 3600 })),
+      );
+    }
+    await seed(t, 1000, 100);
+    add(
+      `stats()' ages, ${delayed.toLocaleString("en-US")} delayed at the head`,
+      "operation",
+      await measure(sqld, runs, async () => {
+        for (let i = 0; i < runs; i++) await clientOf(t).execute(oldest as InStatement);
       }),
     );
   }

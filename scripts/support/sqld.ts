@@ -160,13 +160,14 @@ export interface Billed {
 }
 
 /**
- * sqld's own counters (the ones Turso bills by), read once they have settled: sqld updates them a
- * little after a request answers, so this waits until two reads 50 ms apart agree.
+ * sqld's own counters (the ones Turso bills by) of one namespace (`default` unless named), read once
+ * they have settled: sqld updates them a little after a request answers, so this waits until two
+ * reads 50 ms apart agree.
  */
-export async function billed(adminUrl: string): Promise<Billed> {
+export async function billed(adminUrl: string, namespace = "default"): Promise<Billed> {
   const once = async (): Promise<Billed> => {
-    const res = await fetch(`${adminUrl}/v1/namespaces/default/stats`);
-    if (!res.ok) throw new Error(`sqld admin stats: HTTP ${res.status}`);
+    const res = await fetch(`${adminUrl}/v1/namespaces/${encodeURIComponent(namespace)}/stats`);
+    if (!res.ok) throw new Error(`sqld admin stats of ${namespace}: HTTP ${res.status}`);
     const j = (await res.json()) as { rows_read_count: number; rows_written_count: number };
     return { read: j.rows_read_count, written: j.rows_written_count };
   };

@@ -19,4 +19,9 @@ export const STATS_EXAMPLE = {
   groups: 3,
   dead_letters: 0,
   now: 1796230534.29,
+  oldest_age: 12.5,
+  lag: [
+    { group_id: "orders", age: 12.5 },
+    { group_id: "emails", age: 3.1 },
+  ],
 } satisfies T.Stats;

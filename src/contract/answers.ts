@@ -70,6 +70,21 @@ export const Stats = v.object({
   groups: count("Groups holding at least one message."),
   dead_letters: count("Messages moved to the dead letters after their last attempt (see /v1/dead-letters)."),
   now: epochSeconds("The database's clock, epoch seconds: compare `expires_at` with it, not with yours."),
+  oldest_age: v.pipe(
+    v.nullable(v.number()),
+    v.description(
+      "Seconds the oldest message has waited: since its publish, or, for a delayed one, since it came due (one not due yet waits for nothing). How far behind the consumers are. Null when no message has a known age (an empty queue, or only rows the spec's Python transports wrote). Read from the oldest 20 messages.",
+    ),
+  ),
+  lag: v.pipe(
+    v.array(
+      v.object({
+        group_id: v.string(),
+        age: v.pipe(v.number(), v.description("Seconds its oldest message has waited.")),
+      }),
+    ),
+    v.description("The groups most behind (at most 5), the most behind first, from the oldest 20 messages."),
+  ),
 });
 
 export const DeadLetter = v.object({

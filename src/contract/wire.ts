@@ -61,6 +61,8 @@ export function statsToWire(s: QueueStats): W.Stats {
     groups: s.groups,
     dead_letters: s.deadLetters,
     now: s.now,
+    oldest_age: s.oldestAge,
+    lag: s.lag.map((l) => ({ group_id: l.groupId, age: l.age })),
   };
 }
 
@@ -74,6 +76,9 @@ export function statsFromWire(w: W.Stats): QueueStats {
     groups: w.groups,
     deadLetters: w.dead_letters,
     now: w.now,
+    // An API older than these fields answers neither.
+    oldestAge: w.oldest_age ?? null,
+    lag: (w.lag ?? []).map((l) => ({ groupId: l.group_id, age: l.age })),
   };
 }
 

@@ -25,7 +25,7 @@
  *   last message goes is deleted.
  */
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
@@ -137,6 +137,17 @@ const V4_OBJECTS = [
 ) WITHOUT ROWID`,
 ];
 
+/**
+ * Version 5: a message's publish time (`tq_published_at`: its age, for stats' oldest_age and lag)
+ * and the trace context it was published in (`tq_trace`, a W3C traceparent: its consumer's span is
+ * a child of its publisher's). Both in the row the publish writes anyway; NULL in rows the spec's
+ * Python transports write, and in rows published before.
+ */
+const V5_COLUMNS = [
+  "ALTER TABLE messages ADD COLUMN tq_published_at REAL",
+  "ALTER TABLE messages ADD COLUMN tq_trace TEXT",
+];
+
 /** Records the version (never lowers it: a newer transport may have been there first). */
 const SET_VERSION = [
   "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -179,8 +190,12 @@ const FROM_V1_AFTER = [
  */
 export function migrationSteps(from: number): string[] {
   if (from >= SCHEMA_VERSION) return [];
-  if (from === 3) return [...V4_OBJECTS, ...SET_VERSION];
-  if (from === 2) return [...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
-  if (from === 1) return [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
-  return [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...V4_OBJECTS, ...SET_VERSION];
+  const since: Record<number, string[]> = {
+    4: [...V5_COLUMNS],
+    3: [...V4_OBJECTS, ...V5_COLUMNS],
+    2: [...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
+    1: [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
+  };
+  const steps = since[from] ?? [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS];
+  return [...steps, ...SET_VERSION];
 }

@@ -52,9 +52,18 @@ export function shardLease<E>(l: Lease<E>, shard: { index: number; count: number
   return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };
 }
 
-/** The counts of several databases, added up; `now` is the latest of their clocks. */
+/**
+ * The counts of several databases, added up; `now` is the latest of their clocks, the oldest age
+ * the oldest of theirs, the lag the groups most behind among theirs.
+ */
 export function addUp(all: QueueStats[]): QueueStats {
-  const sum = (k: keyof QueueStats) => all.reduce((a, s) => a + s[k], 0);
+  const sum = (k: "ready" | "waiting" | "inFlight" | "parked" | "delayed" | "groups" | "deadLetters") =>
+    all.reduce((a, s) => a + s[k], 0);
+  const ages = all.map((s) => s.oldestAge).filter((a): a is number => a !== null);
+  const lag = all
+    .flatMap((s) => s.lag)
+    .sort((a, b) => b.age - a.age)
+    .slice(0, Math.max(0, ...all.map((s) => s.lag.length)));
   return {
     ready: sum("ready"),
     waiting: sum("waiting"),
@@ -64,6 +73,8 @@ export function addUp(all: QueueStats[]): QueueStats {
     groups: sum("groups"),
     deadLetters: sum("deadLetters"),
     now: Math.max(...all.map((s) => s.now)),
+    oldestAge: ages.length > 0 ? Math.max(...ages) : null,
+    lag,
   };
 }
 

@@ -53,6 +53,14 @@ export interface QueueStats {
   deadLetters: number;
   /** The database's clock, epoch seconds. */
   now: number;
+  /**
+   * Seconds the oldest message has waited: since its publish, or, for a delayed one, since it came
+   * due (one not due yet waits for nothing). Null when no message has a known age (an empty queue,
+   * or only rows the spec's Python transports wrote). Read from the oldest 20 messages.
+   */
+  oldestAge: number | null;
+  /** The groups most behind (at most 5), each with its oldest message's age, the most behind first. */
+  lag: Array<{ groupId: string; age: number }>;
 }
 
 export interface DeadLetter<E = unknown> {

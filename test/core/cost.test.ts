@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CostCase, costCases, costTarget, perMessage } from "../../scripts/bench/cost.js";
 import type { Sqld } from "../../scripts/support/sqld.js";
+import { AGE_WINDOW } from "../../src/core/sql/index.js";
 import type { LibsqlTransport } from "../../src/index.js";
 
 let sqld: Sqld;
@@ -66,6 +67,14 @@ describe("rows billed per operation, over HTTP with default options", () => {
     expect(get("nack (retry now)").written).toBeLessThanOrEqual(3);
     expect(get("nack with a delay (park)").written).toBeLessThanOrEqual(2);
     expect(get("extend").written).toBeLessThanOrEqual(2);
+  });
+
+  it("stats()' ages read at most the oldest 20 messages, even past a thousand delayed ones", () => {
+    for (const delayed of ["0", "1,000"]) {
+      const ages = get(`stats()' ages, ${delayed} delayed at the head`);
+      expect(ages.written).toBe(0);
+      expect(ages.read).toBeLessThanOrEqual(AGE_WINDOW);
+    }
   });
 
   it("stats() and a dead-letter page read far fewer rows than the queue holds, and write none", () => {

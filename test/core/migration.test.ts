@@ -131,12 +131,14 @@ describe("migrating version 2 to the current version", () => {
   it("adds tq_subscriptions (and tq_queues) and keeps the queue as it was", async () => {
     const url = `file:${tempFile()}`;
     const raw = createClient({ url });
-    // Version 2 is version 3 without tq_subscriptions; version 4 adds tq_queues.
+    // Version 2 is version 3 without tq_subscriptions; version 4 adds tq_queues, 5 two columns.
     await raw.batch(
       [
         ...migrationSteps(0),
         "DROP TABLE tq_subscriptions",
         "DROP TABLE tq_queues",
+        "ALTER TABLE messages DROP COLUMN tq_published_at",
+        "ALTER TABLE messages DROP COLUMN tq_trace",
         "UPDATE tq_meta SET value = '2' WHERE key = 'schema_version'",
         "INSERT INTO messages (group_id, event) VALUES ('g', '\"g1\"'), ('g', '\"g2\"')",
         "INSERT INTO groups (group_id) VALUES ('g')",

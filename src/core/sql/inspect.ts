@@ -4,9 +4,17 @@ import { DELAYED, GROUP_COUNT_CAP, PARKED } from "../../rules.js";
 import type { GroupInfo, QueueStats } from "../types.js";
 import { NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
 
+/** How many of the oldest messages stats reads for the oldest age and the groups' lag. */
+export const AGE_WINDOW = 20;
+/** How many groups' lag stats answers. */
+export const LAG_GROUPS = 5;
+
 /**
  * Counts from the table sizes (a b-tree count, not a scan) and one walk of the live locks on the
- * lock index: the cost follows what is in flight, not the depth.
+ * lock index: the cost follows what is in flight, not the depth. Ages from the first AGE_WINDOW
+ * messages by seq (seqs grow with publish time): a message's age runs from its publish, or, for a
+ * delayed one, from when it came due; one not due yet is not behind anything. A row written by
+ * the spec's Python transports (or before schema 5) has no publish time and no age.
  */
 export function statsPlan(): Plan<QueueStats> {
   return plan(
@@ -27,6 +35,13 @@ FROM (SELECT coalesce(sum(locked_by NOT IN ('${PARKED}', '${DELAYED}')), 0) AS i
                                               ORDER BY f.seq LIMIT 1) THEN group_id END) AS held_groups
         FROM messages m WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS live`),
       ],
+      [
+        "oldest",
+        stmt(`SELECT group_id, ${NOW} - coalesce(CASE WHEN locked_by = '${DELAYED}' THEN lock_expiry END, tq_published_at) AS age
+  FROM (SELECT group_id, locked_by, lock_expiry, tq_published_at FROM messages ORDER BY seq LIMIT ${AGE_WINDOW})
+ WHERE NOT (locked_by IS NOT NULL AND locked_by = '${DELAYED}' AND lock_expiry > ${NOW})
+   AND (tq_published_at IS NOT NULL OR locked_by = '${DELAYED}')`),
+      ],
     ],
     (r) => {
       const row = rowsOf(r.counts)[0] as Row;
@@ -45,9 +60,25 @@ FROM (SELECT coalesce(sum(locked_by NOT IN ('${PARKED}', '${DELAYED}')), 0) AS i
         groups,
         deadLetters: Number(row.dead_letters),
         now: Number(row.now),
+        ...agesOf(rowsOf(r.oldest)),
       };
     },
   );
+}
+
+/** The oldest age among the rows, and each group's (its oldest message's), the most behind first. */
+function agesOf(rows: Row[]): Pick<QueueStats, "oldestAge" | "lag"> {
+  const byGroup = new Map<string, number>();
+  for (const row of rows) {
+    const group = String(row.group_id);
+    const age = Math.max(0, Number(row.age));
+    if (age > (byGroup.get(group) ?? -1)) byGroup.set(group, age);
+  }
+  const lag = [...byGroup]
+    .map(([groupId, age]) => ({ groupId, age }))
+    .sort((a, b) => b.age - a.age)
+    .slice(0, LAG_GROUPS);
+  return { oldestAge: lag[0]?.age ?? null, lag };
 }
 
 /**

@@ -15,6 +15,8 @@ export interface PublishRow {
   priority: number;
   /** Seconds before it may be delivered (0: now). */
   delay: number;
+  /** The W3C trace context it was published in, for its consumer's span (src/core/telemetry.ts). */
+  traceparent?: string | undefined;
 }
 
 /** How a publish proves, when sent again, whether its first request applied. */
@@ -33,6 +35,9 @@ export type PublishKey =
  */
 function valuesOf(rows: PublishRow[]) {
   const delayed = rows.some((r) => r.delay > 0);
+  // Every message carries its publish time (for its age: stats' oldest_age); a traced one the trace
+  // context it was published in (for its consumer's span). Columns in the row the insert writes anyway.
+  const traced = rows.some((r) => r.traceparent !== undefined);
   const msgArgs: Args = {};
   const grpArgs: Args = {};
   const msg: string[] = [];
@@ -42,23 +47,35 @@ function valuesOf(rows: PublishRow[]) {
     msgArgs[`e${i}`] = r.event;
     grpArgs[`g${i}`] = r.groupId;
     grpArgs[`p${i}`] = r.priority;
+    const values = [`:g${i}`, `:e${i}`, NOW];
     if (delayed) {
       msgArgs[`d${i}`] = r.delay;
       grpArgs[`d${i}`] = r.delay;
-      msg.push(
-        `(:g${i}, :e${i}, CASE WHEN :d${i} > 0 THEN '${DELAYED}' END, CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END)`,
-      );
+      values.push(`CASE WHEN :d${i} > 0 THEN '${DELAYED}' END`, `CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END`);
       grp.push(`(:g${i}, :p${i}, CASE WHEN :d${i} > 0 THEN 1 END)`);
     } else {
-      msg.push(`(:g${i}, :e${i})`);
       grp.push(`(:g${i}, :p${i})`);
     }
+    if (traced) {
+      msgArgs[`t${i}`] = r.traceparent ?? null;
+      values.push(`:t${i}`);
+    }
+    msg.push(`(${values.join(", ")})`);
   });
+  const msgColumns = [
+    "group_id, event, tq_published_at",
+    ...(delayed ? ["locked_by, lock_expiry"] : []),
+    ...(traced ? ["tq_trace"] : []),
+  ].join(", ");
+  const grpColumns = delayed ? "group_id, priority, tq_busy" : "group_id, priority";
+  const columnsOf = (list: string) => list.split(", ").map((_, k) => `column${k + 1}`).join(", ");
   return {
     msgArgs,
     grpArgs,
-    msgColumns: delayed ? "group_id, event, locked_by, lock_expiry" : "group_id, event",
-    grpColumns: delayed ? "group_id, priority, tq_busy" : "group_id, priority",
+    msgColumns,
+    grpColumns,
+    selectMsg: columnsOf(msgColumns),
+    selectGrp: columnsOf(grpColumns),
     msgValues: msg.join(", "),
     grpValues: grp.join(", "),
   };
@@ -77,9 +94,7 @@ const range = (first: number, count: number) => Array.from({ length: count }, (_
  * record. A slot record is one row updated in place; a user key's row stays for the window.
  */
 export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]> {
-  const { msgArgs, grpArgs, msgColumns, grpColumns, msgValues, grpValues } = valuesOf(rows);
-  const selectMsg = msgColumns === "group_id, event" ? "column1, column2" : "column1, column2, column3, column4";
-  const selectGrp = grpColumns === "group_id, priority" ? "column1, column2" : "column1, column2, column3";
+  const { msgArgs, grpArgs, msgColumns, grpColumns, selectMsg, selectGrp, msgValues, grpValues } = valuesOf(rows);
   if (key.kind === "none") {
     return plan(
       [
