@@ -196,6 +196,13 @@ export function migrationSteps(from: number): string[] {
     2: [...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
     1: [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
   };
-  const steps = since[from] ?? [...SPEC_TABLES, ...ADDED_COLUMNS, ...V2_OBJECTS, ...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS];
+  const steps = since[from] ?? [
+    ...SPEC_TABLES,
+    ...ADDED_COLUMNS,
+    ...V2_OBJECTS,
+    ...V3_OBJECTS,
+    ...V4_OBJECTS,
+    ...V5_COLUMNS,
+  ];
   return [...steps, ...SET_VERSION];
 }

@@ -68,7 +68,11 @@ function valuesOf(rows: PublishRow[]) {
     ...(traced ? ["tq_trace"] : []),
   ].join(", ");
   const grpColumns = delayed ? "group_id, priority, tq_busy" : "group_id, priority";
-  const columnsOf = (list: string) => list.split(", ").map((_, k) => `column${k + 1}`).join(", ");
+  const columnsOf = (list: string) =>
+    list
+      .split(", ")
+      .map((_, k) => `column${k + 1}`)
+      .join(", ");
   return {
     msgArgs,
     grpArgs,
