@@ -253,3 +253,12 @@ export function signingSecretProblem(v: unknown): string | undefined {
   }
   return undefined;
 }
+
+/** A W3C trace context (`traceparent`, version 00): what a message may carry from its publisher's trace. */
+export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+export function traceparentProblem(v: unknown): string | undefined {
+  return typeof v === "string" && TRACEPARENT.test(v)
+    ? undefined
+    : `must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got ${describe(v)}`;
+}

@@ -31,6 +31,7 @@ import type { QueueInfo } from "./core/queues.js";
 import { shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
 import type { Lease } from "./core/types.js";
+import { DEFAULT_QUEUE } from "./rules.js";
 
 /**
  * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
@@ -64,11 +65,18 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   });
 
   override fetch(request: Request): Promise<Response> {
+    this.#unretire();
     return Promise.resolve(this.#app.fetch(request, this.env));
+  }
+
+  /** A request came: the edge routes here only for a queue in the catalog (made again after a delete). */
+  #unretire(): void {
+    this.#retired = false;
   }
 
   /** The edge's lean path (src/app/writer/port.ts): a claim that does not wait. */
   claim(input: ClaimInput, database: Database): ReturnType<WriterPort["claim"]> {
+    this.#unretire();
     return outcome(async () => {
       const config = this.#config();
       const queue = await this.#queue(config, database);
@@ -82,6 +90,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
 
   /** The edge's lean path: an ack. */
   ack(leaseId: string, database: Database): Promise<Outcome<null>> {
+    this.#unretire();
     return outcome(async () => {
       await (await this.#queue(this.#config(), database)).ack(leaseId);
       return null;
@@ -103,6 +112,10 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   async retire(): Promise<void> {
     this.#retired = true;
     this.#pusher?.stop();
+    this.#pusher = undefined;
+    // Its database went away: a queue made again under the name gets a new one, named afresh.
+    this.#database = undefined;
+    this.#shard = undefined;
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
   }
@@ -140,7 +153,11 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
         await this.ctx.storage.put(DATABASE_KEY, { database: databaseRef(db), ...(shard ? { shard } : {}) });
       }
     }
-    const queue = await this.#transports(config, { name: "", database: this.#database });
+    // Named by its database: a transport (never a sharded queue).
+    const queue = (await this.#transports(config, {
+      name: DEFAULT_QUEUE,
+      database: this.#database,
+    })) as LibsqlTransport;
     if (this.#pusher === undefined && !this.#retired) {
       const shardOf = this.#shard;
       this.#pusher = new Pusher(queue, {

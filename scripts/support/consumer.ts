@@ -12,6 +12,8 @@ export interface Received {
   raw: string;
   delivery: PushDelivery;
   signature: string | undefined;
+  /** The delivery's `traceparent` header: the trace the message was published in. */
+  traceparent: string | undefined;
   startedAt: number;
   endedAt?: number;
 }
@@ -58,6 +60,7 @@ export async function startConsumer(answer: (r: Received) => Answer | Promise<An
       raw,
       delivery: JSON.parse(raw) as PushDelivery,
       signature: req.headers["turso-queue-signature"] as string | undefined,
+      traceparent: req.headers.traceparent as string | undefined,
       startedAt: Date.now(),
     };
     consumer.received.push(r);

@@ -27,7 +27,7 @@ import { readBodyBytes } from "./body.js";
 import type { AppEnv, ShardOf } from "./context.js";
 import type { Bindings, Config } from "./env.js";
 import { badRequest, HttpError } from "./errors.js";
-import { lookupQueue } from "./queues.js";
+import { lookupQueue, nextTurn } from "./queues.js";
 import { handle } from "./route.js";
 import { claimAnswer, claimInputOf, claim as claimRoute } from "./routes/claims.js";
 import { ack as ackRoute } from "./routes/leases.js";
@@ -67,6 +67,7 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
             count: q.shards,
           }),
         ),
+        { turn: nextTurn(q.name) },
       );
     },
     { auth: "forwarded", waits: "native", dbConcurrency: Number.POSITIVE_INFINITY },

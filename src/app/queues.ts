@@ -101,3 +101,16 @@ const catalogDefault = (config: Config): QueueInfo => ({
   locationHint: config.locationHint,
   createdAt: 0,
 });
+
+const turns = new Map<string, number>();
+
+/**
+ * Where the claims of a sharded queue built for one request start: one shard further each time in
+ * this isolate, so that no shard is always asked first (a ShardedQueue is built per request).
+ */
+export function nextTurn(name: string): number {
+  const turn = turns.get(name) ?? 0;
+  if (turns.size > 1000) turns.clear();
+  turns.set(name, turn + 1);
+  return turn;
+}

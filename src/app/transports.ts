@@ -11,19 +11,20 @@ import { DEFAULT_QUEUE } from "../rules.js";
 import type { QueueTarget, ServedQueue } from "./context.js";
 import { databaseKey, openDatabase } from "./databases.js";
 import type { Config } from "./env.js";
-import { catalogOf, lookupQueue } from "./queues.js";
+import { catalogOf, lookupQueue, nextTurn } from "./queues.js";
 
 /**
- * One transport per database, kept for the life of its owner (the QueueWriter Durable Object, which
- * serves one database: the one the edge names in `target.database`, or the default queue's). Every
- * request of a Durable Object may use I/O another one started, so concurrent requests share this
- * transport's write path: their writes ride one batch (group commit), one batch in flight. A
- * transport whose schema check failed is dropped, so that the next request tries again.
+ * One transport per database, kept for the life of its owner: the QueueWriter Durable Object (which
+ * serves one database: the one the edge names in `target.database`, or the default queue's), or a
+ * long-lived server (Node), where a named queue is looked up in the catalog and a sharded one served
+ * by a ShardedQueue over its shards' transports. Every request of a Durable Object may use I/O
+ * another one started, so concurrent requests share a transport's write path: their writes ride one
+ * batch (group commit), one batch in flight. A transport whose schema check failed is dropped, so
+ * that the next request tries again.
  */
-export function sharedTransports(): (config: Config, target?: QueueTarget) => Promise<LibsqlTransport> {
+export function sharedTransports(): (config: Config, target?: QueueTarget) => Promise<ServedQueue> {
   const byDatabase = new Map<string, Promise<LibsqlTransport>>();
-  return (config, target) => {
-    const db = target?.database ?? config.database;
+  const open = (config: Config, db: Database) => {
     const key = databaseKey(db);
     let t = byDatabase.get(key);
     if (t === undefined) {
@@ -34,6 +35,16 @@ export function sharedTransports(): (config: Config, target?: QueueTarget) => Pr
       t.catch(() => byDatabase.delete(key));
     }
     return t;
+  };
+  return async (config, target) => {
+    const name = target?.name ?? DEFAULT_QUEUE;
+    if (target?.database !== undefined || name === DEFAULT_QUEUE)
+      return open(config, target?.database ?? config.database);
+    const queue = await lookupQueue(config, name, async (n) =>
+      catalogOf(config, await open(config, config.database)).get(n),
+    );
+    const shards = await Promise.all(queue.databases.map((db) => open(config, db)));
+    return shards.length === 1 ? (shards[0] as LibsqlTransport) : new ShardedQueue(shards, { turn: nextTurn(name) });
   };
 }
 
@@ -61,6 +72,6 @@ export function perRequestTransports(): (config: Config, target?: QueueTarget) =
       catalogOf(config, await open(config, config.database)).get(n),
     );
     const shards = await Promise.all(queue.databases.map((db) => open(config, db)));
-    return shards.length === 1 ? (shards[0] as LibsqlTransport) : new ShardedQueue(shards);
+    return shards.length === 1 ? (shards[0] as LibsqlTransport) : new ShardedQueue(shards, { turn: nextTurn(name) });
   };
 }

@@ -11,7 +11,9 @@
  * Every failure is a `QueueHttpError` (a `QueueError`) with the API's `code`, the HTTP `status` and
  * the `field` at fault; what cannot travel is refused before anything is sent.
  */
+import type { Span } from "@opentelemetry/api";
 import { nodeFetch } from "../core/node-fetch.js";
+import { consumed, traced, traceparentOf } from "../core/telemetry.js";
 import type {
   DeadLetter,
   GroupInfo,
@@ -119,14 +121,27 @@ export class QueueClient {
 
   // publish
 
+  /** The queue this client serves, in traces and metrics (`messaging.destination.name`). */
+  get name(): string {
+    return this.#options.queue ?? DEFAULT_QUEUE;
+  }
+
   /** Appends `event` to `groupId`; returns its seq. The first publish of a group sets its priority. */
   publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
-    return this.#messages.publish(groupId, event, priority, options);
+    return traced("send", { name: "publish", destination: this.name }, (span) =>
+      this.#messages.publish(groupId, event, priority, withTrace(options, span)).then((seq) => {
+        span.setAttribute("messaging.message.id", String(seq));
+        return seq;
+      }),
+    );
   }
 
   /** Publishes all of `messages` in one request, all or nothing; returns their seqs in order. */
   publishMany(messages: PublishInput[], options: PublishCallOptions = {}): Promise<number[]> {
-    return this.#messages.publishMany(messages, options);
+    const count = Array.isArray(messages) ? messages.length : undefined;
+    return traced("send", { name: "publishMany", destination: this.name, count }, (span) =>
+      this.#messages.publishMany(messages, withTrace(options, span)),
+    );
   }
 
   // claim
@@ -138,7 +153,9 @@ export class QueueClient {
     minPriority?: number,
     options: ClaimOptions = {},
   ): Promise<Lease<E> | null> {
-    return this.#claims.claim<E>(workerId, visibility, minPriority, options);
+    return this.#received("claim", () =>
+      this.#claims.claim<E>(workerId, visibility, minPriority, options).then((l) => (l ? [l] : [])),
+    ).then(([lease]) => lease ?? null);
   }
 
   /**
@@ -152,7 +169,25 @@ export class QueueClient {
     minPriority?: number,
     options: ClaimOptions = {},
   ): Promise<Lease<E>[]> {
-    return this.#claims.claimMany<E>(workerId, visibility, n, minPriority, options);
+    return this.#received("claimMany", () => this.#claims.claimMany<E>(workerId, visibility, n, minPriority, options));
+  }
+
+  /** A claim in its `receive` span; what it got counts as consumed. */
+  #received<L>(name: string, claim: () => Promise<L[]>): Promise<L[]> {
+    return traced("receive", { name, destination: this.name }, async (span) => {
+      const leases = await claim();
+      span.setAttribute("messaging.batch.message_count", leases.length);
+      consumed(this.name, leases.length, name);
+      return leases;
+    });
+  }
+
+  /** A settlement in its `settle` span. */
+  #settle<T>(name: string, lease: Lease | string, settle: () => Promise<T>): Promise<T> {
+    const id = typeof lease === "string" ? lease : (lease as Lease | null)?.id;
+    const seq = typeof id === "string" ? id.slice(0, id.indexOf(".")) : undefined;
+    const attributes = seq === undefined ? undefined : { "messaging.message.id": seq };
+    return traced("settle", { name, destination: this.name, ...(attributes ? { attributes } : {}) }, settle);
   }
 
   // ack / nack / release / extend
@@ -162,7 +197,7 @@ export class QueueClient {
    * the same tick as a claim travels in that claim's request.
    */
   ack(lease: Lease | string, options?: CallOptions): Promise<void> {
-    return this.#leases.ack(lease, options);
+    return this.#settle("ack", lease, () => this.#leases.ack(lease, options));
   }
 
   /**
@@ -170,7 +205,7 @@ export class QueueClient {
    * `deadLettered` when it had used its last attempt.
    */
   nack(lease: Lease | string, delay?: number, options: CallOptions = {}): Promise<NackResult> {
-    return this.#leases.nack(lease, delay, options);
+    return this.#settle("nack", lease, () => this.#leases.nack(lease, delay, options));
   }
 
   /**
@@ -178,7 +213,7 @@ export class QueueClient {
    * count among its attempts. For a consumer that is stopping, or took more than it will handle.
    */
   release(lease: Lease | string, options: CallOptions = {}): Promise<void> {
-    return this.#leases.release(lease, options);
+    return this.#settle("release", lease, () => this.#leases.release(lease, options));
   }
 
   /** Heartbeat: the lease now expires `visibility` seconds from now (the database's clock). */
@@ -265,4 +300,11 @@ export class QueueClient {
   deleteQueue(name: string, options: { force?: boolean } & CallOptions = {}): Promise<boolean> {
     return this.#queues.delete(name, options);
   }
+}
+
+/** The options, carrying the publish span's trace context unless the caller gave one. */
+function withTrace(options: PublishCallOptions, span: Span): PublishCallOptions {
+  if (typeof options !== "object" || options === null || options.traceparent !== undefined) return options;
+  const traceparent = traceparentOf(span);
+  return traceparent === undefined ? options : { ...options, traceparent };
 }

@@ -39,7 +39,9 @@ export interface ConsumerQueue {
    * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
    * with it instead of sleeping between claims.
    */
-  readonly maxClaimWait?: number;
+  readonly maxClaimWait?: number | undefined;
+  /** The queue's name, in traces and metrics (`messaging.destination.name`; default `default`). */
+  readonly name?: string;
 }
 
 export interface HandlerContext {

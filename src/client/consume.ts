@@ -12,8 +12,9 @@
  */
 import { backoff } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
+import { contextOf, traced } from "../core/telemetry.js";
 import type { Lease } from "../core/types.js";
-import { MAX_CLAIM_BATCH } from "../rules.js";
+import { DEFAULT_QUEUE, MAX_CLAIM_BATCH } from "../rules.js";
 import {
   type ConsumeErrorContext,
   type ConsumeOptions,
@@ -230,7 +231,17 @@ class Loop<E> {
     const job: Job<E> = { lease, ctl: new AbortController(), heartbeat: undefined, fenced: false, over: false };
     this.#jobs.add(job);
     this.#beatAfter(job, claimSentAt + (this.#o.visibility * 1000) / 2 - Date.now());
-    new Promise((resolve) => resolve(this.#handler(lease.event, lease, { signal: job.ctl.signal }))).then(
+    // A `process` span per message, a child of the span it was published in (when it was traced).
+    traced(
+      "process",
+      {
+        name: "consume",
+        destination: this.#queue.name ?? DEFAULT_QUEUE,
+        parent: contextOf(lease.traceparent),
+        attributes: { "messaging.message.id": String(lease.seq), "messaging.message.delivery_count": lease.attempts },
+      },
+      async () => this.#handler(lease.event, lease, { signal: job.ctl.signal }),
+    ).then(
       () => this.#finish(job, undefined, false),
       (e) => this.#finish(job, e, true),
     );

@@ -45,6 +45,8 @@ export interface CallOptions {
 export interface PublishCallOptions extends CallOptions {
   /** Makes a retry of the same publish return the first answer; default: one the client makes per call. */
   idempotencyKey?: string;
+  /** The W3C trace context the messages carry to their consumers; default: the publish's own span (with an OpenTelemetry SDK). */
+  traceparent?: string;
   /** Seconds before the message may be delivered (it keeps its place in its group). For publishMany: the default of messages that give none. */
   delay?: number;
 }

@@ -23,6 +23,14 @@ const leaseFields = {
     v.minValue(1),
     v.description("Deliveries of this message, this one included."),
   ),
+  traceparent: v.optional(
+    v.pipe(
+      v.string(),
+      v.description(
+        "The W3C trace context the message was published in (its publisher sent a `traceparent` header): make its processing a child of it. Absent when it was not traced.",
+      ),
+    ),
+  ),
 };
 
 export const Lease = v.object(leaseFields);

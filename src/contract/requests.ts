@@ -21,6 +21,7 @@ import {
   SUBSCRIPTION,
   signingSecretProblem,
   subscriptionNameProblem,
+  traceparentProblem,
   waitProblem,
   workerIdProblem,
 } from "../rules.js";
@@ -49,7 +50,19 @@ export const GroupPath = object({ group_id: id("The message group (FIFO, one mes
 export const LeasePath = object({ lease_id: leaseId });
 export const DeadLetterPath = object({ seq: seqText("The dead letter's seq.") });
 
+/** The W3C trace context a publish is made in (OpenTelemetry's `traceparent`). */
+const traceparent = v.optional(
+  v.pipe(
+    v.string(says(traceparentProblem)),
+    obeys<string>(traceparentProblem),
+    v.description(
+      "The W3C trace context of the publisher's span (`00-<trace id>-<span id>-<flags>`): stored with the message, handed back with its lease (and push delivery), so that its processing is a child of its publishing.",
+    ),
+  ),
+);
+
 export const IdempotencyHeaders = v.object({
+  traceparent,
   "Idempotency-Key": v.optional(
     id(
       `Makes a retry of the same publish return the first answer (the same seqs) instead of enqueuing again, for ${DEFAULT_IDEMPOTENCY_WINDOW / 3600} hours. Reusing it for a different request is 409 IDEMPOTENCY_CONFLICT. Keys are global to the queue: scope them yourself, e.g. \`orders:1001:charge\`.`,

@@ -25,6 +25,7 @@ export function leaseToWire(l: Lease): W.Lease {
     event: l.event,
     expires_at: l.expiresAt,
     attempts: l.attempts,
+    ...(l.traceparent === undefined ? {} : { traceparent: l.traceparent }),
   };
 }
 
@@ -38,6 +39,7 @@ export function leaseFromWire<E>(w: W.Lease, workerId: string): Lease<E> {
     workerId,
     expiresAt: w.expires_at,
     attempts: w.attempts,
+    ...(w.traceparent === undefined ? {} : { traceparent: w.traceparent }),
   };
 }
 

@@ -5,7 +5,7 @@
  * schema brought up to date.
  */
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
-import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS } from "../rules.js";
+import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE } from "../rules.js";
 import { backoff, RETRY_MS, sleep, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
@@ -15,7 +15,7 @@ import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import type { Plan } from "./sql/index.js";
-import { checkCount, checkInteger, checkObject, checkPositiveSeconds } from "./validate.js";
+import { checkCount, checkId, checkInteger, checkObject, checkPositiveSeconds } from "./validate.js";
 
 export interface TransportOptions {
   /** Token for a remote primary (Turso database token, or a JWT for sqld with auth). */
@@ -55,6 +55,8 @@ export interface TransportOptions {
    * in the `x-namespace-bin` header): how one local sqld holds many queues' databases.
    */
   namespace?: string;
+  /** The queue's name in traces and metrics (`messaging.destination.name`; default `default`). */
+  name?: string;
   /**
    * Local files only: `"full"` (default) syncs every commit to disk; `"normal"` (WAL + NORMAL, what
    * plainjob and many SQLite queues use) survives a crash of the process but may lose the last
@@ -81,6 +83,8 @@ export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "sy
 
 /** The options every transport runs with, checked and defaulted. */
 export interface Settings {
+  /** The queue's name in traces and metrics. */
+  name: string;
   maxInFlight: number;
   maxBatchStatements: number;
   holdMs: number;
@@ -92,6 +96,7 @@ export interface Settings {
 }
 
 const DEFAULTS: Settings = {
+  name: DEFAULT_QUEUE,
   maxInFlight: 1,
   maxBatchStatements: 800,
   holdMs: 0,
@@ -248,6 +253,7 @@ function settingsOf(o: TransportOptions): Settings {
   const int = (field: keyof TransportOptions, v: number | undefined, d: number, max: number) =>
     v === undefined ? d : checkCount(`options.${field}`, v, max);
   return {
+    name: o.name === undefined ? DEFAULTS.name : checkId("options.name", o.name),
     maxInFlight: int("maxInFlight", o.maxInFlight, DEFAULTS.maxInFlight, 64),
     maxBatchStatements: int("maxBatchStatements", o.maxBatchStatements, DEFAULTS.maxBatchStatements, 10_000),
     holdMs: o.holdMs === undefined ? DEFAULTS.holdMs : checkInteger("options.holdMs", o.holdMs, 0, 1000),

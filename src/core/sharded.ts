@@ -61,11 +61,16 @@ export class ShardedQueue {
   /** Where the next claim starts. */
   #turn = 0;
 
-  constructor(shards: Shard[]) {
+  /**
+   * `turn`: where the first claim starts (default 0). Something that builds a ShardedQueue per
+   * request (the Worker's edge) passes a turn of its own, so that no shard is always asked first.
+   */
+  constructor(shards: Shard[], options: { turn?: number } = {}) {
     if (!Array.isArray(shards) || shards.length < 1 || shards.length > MAX_SHARDS) {
       throw invalid("shards", `must be 1 to ${MAX_SHARDS} shards`);
     }
     this.#shards = [...shards];
+    this.#turn = options.turn ?? 0;
   }
 
   /** A sharded queue over these databases (in this order: a group's shard is its index), each opened as `LibsqlTransport.create` would. */
@@ -109,7 +114,10 @@ export class ShardedQueue {
       delay: options.delay === undefined ? undefined : checkDelay("delay", options.delay),
     };
     encodeEvent("event", event);
-    const [seq] = await this.#publishParts([message], { idempotencyKey: options.idempotencyKey });
+    const [seq] = await this.#publishParts([message], {
+      idempotencyKey: options.idempotencyKey,
+      traceparent: options.traceparent,
+    });
     return seq as number;
   }
 
@@ -130,7 +138,7 @@ export class ShardedQueue {
         delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
       };
     });
-    return this.#publishParts(checked, { idempotencyKey: options.idempotencyKey });
+    return this.#publishParts(checked, { idempotencyKey: options.idempotencyKey, traceparent: options.traceparent });
   }
 
   async #publishParts(messages: PublishInput[], options: PublishOptions): Promise<number[]> {

@@ -14,6 +14,7 @@ import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
+import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
 import type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
 import {
   checkCount,
@@ -58,6 +59,11 @@ export class LibsqlTransport {
     return new LibsqlTransport(await wrapClient(client, options));
   }
 
+  /** The queue's name in traces and metrics (the `name` option). */
+  get name(): string {
+    return this.#conn.settings.name;
+  }
+
   // -------------------------------------------------------------------------------------------
   // publish
 
@@ -69,7 +75,7 @@ export class LibsqlTransport {
       priority: checkPriority("priority", priority),
       delay: delayOf(options, "delay"),
     };
-    const [seq] = await this.#publishRows([row], options);
+    const [seq] = await this.#publishRows([row], options, "publish");
     this.#internals.changed("publish");
     return seq as number;
   }
@@ -89,13 +95,30 @@ export class LibsqlTransport {
         delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
       };
     });
-    const seqs = await this.#publishRows(rows, options);
+    const seqs = await this.#publishRows(rows, options, "publishMany");
     this.#internals.changed("publish");
     return seqs;
   }
 
-  async #publishRows(rows: sql.PublishRow[], options: PublishOptions): Promise<number[]> {
+  /** The messages, in the publish's span; each carries its trace context (the caller's, or this span's). */
+  #publishRows(rows: sql.PublishRow[], options: PublishOptions, name: string): Promise<number[]> {
     checkObject("options", options);
+    const given = options.traceparent;
+    if (given !== undefined && !isTraceparent(given)) {
+      throw invalid("options.traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)");
+    }
+    return traced("send", { name, destination: this.#conn.settings.name, count: rows.length }, async (span) => {
+      const traceparent = given ?? traceparentOf(span);
+      const seqs = await this.#storeRows(
+        traceparent === undefined ? rows : rows.map((r) => ({ ...r, traceparent })),
+        options,
+      );
+      if (seqs.length === 1) span.setAttribute("messaging.message.id", String(seqs[0]));
+      return seqs;
+    });
+  }
+
+  async #storeRows(rows: sql.PublishRow[], options: PublishOptions): Promise<number[]> {
     const userKey =
       options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
     if (userKey !== undefined) {
@@ -143,6 +166,16 @@ export class LibsqlTransport {
     const vis = checkPositiveSeconds("visibility", visibility);
     checkCount("n", n, MAX_CLAIM_BATCH);
     const min = checkPriority("minPriority", minPriority);
+    const destination = this.#conn.settings.name;
+    return traced("receive", { name: "claim", destination }, async (span) => {
+      const leases = await this.#claim<E>(worker, vis, n, min);
+      span.setAttribute("messaging.batch.message_count", leases.length);
+      consumed(destination, leases.length, "claim");
+      return leases;
+    });
+  }
+
+  async #claim<E>(worker: string, vis: number, n: number, min: number): Promise<Lease<E>[]> {
     const leases: Lease<E>[] = [];
     // A message past its attempts is dead-lettered by the claim that meets it; claim again for the
     // slots it took, so that a poison message never hides the rest of the queue.
@@ -174,14 +207,15 @@ export class LibsqlTransport {
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
-    await this.#write(sql.ackPlan(ref), true, always);
+    await this.#settle("ack", ref, () => this.#write(sql.ackPlan(ref), true, always));
     this.#internals.changed("ack", ref.seq);
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
   async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
     const ref = leaseRef(lease);
-    const result = await this.#write(sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts), true, always);
+    const plan = sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts);
+    const result = await this.#settle("nack", ref, () => this.#write(plan, true, always));
     this.#internals.changed("nack", ref.seq);
     return result;
   }
@@ -193,7 +227,7 @@ export class LibsqlTransport {
    */
   async release(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
-    await this.#write(sql.releasePlan(ref), true);
+    await this.#settle("release", ref, () => this.#write(sql.releasePlan(ref), true));
     this.#internals.changed("release", ref.seq);
   }
 
@@ -273,6 +307,12 @@ export class LibsqlTransport {
   get #maxAttempts(): number {
     const max = this.#conn.settings.maxAttempts;
     return Number.isFinite(max) ? max : sql.UNLIMITED;
+  }
+
+  /** A settlement (ack, nack, release) in its span. */
+  #settle<T>(name: string, ref: sql.LeaseRef, write: () => Promise<T>): Promise<T> {
+    const attributes = { "messaging.message.id": String(ref.seq) };
+    return traced("settle", { name, destination: this.#conn.settings.name, attributes }, write);
   }
 
   /** `comesBack`: see WriteSpec (a consumer's next write follows this one's answer at once). */

@@ -11,6 +11,8 @@ export interface Lease<E = unknown> {
   expiresAt: number;
   /** Deliveries of this message so far, this one included. */
   attempts: number;
+  /** The W3C trace context the message was published in, when it was traced: its processing's parent. */
+  traceparent?: string;
 }
 
 export interface PublishInput {
@@ -24,6 +26,11 @@ export interface PublishInput {
 export interface PublishOptions {
   /** Retrying a publish with the same key returns the first answer instead of enqueuing again. */
   idempotencyKey?: string;
+  /**
+   * The W3C trace context to store with the message (its consumer's span becomes a child of it);
+   * default: the publish's own span, when an OpenTelemetry SDK is registered.
+   */
+  traceparent?: string;
   /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
   delay?: number;
 }

@@ -61,14 +61,21 @@ export const messages = new Hono<AppEnv>();
 handle(messages, publishOne, async (c) => {
   const { group_id } = c.req.valid("param");
   const { event, priority, delay } = c.req.valid("json");
-  const key = c.req.valid("header")["Idempotency-Key"];
-  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, { idempotencyKey: key, delay });
+  const { "Idempotency-Key": key, traceparent } = c.req.valid("header");
+  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, {
+    idempotencyKey: key,
+    delay,
+    traceparent,
+  });
   return c.json({ seq } satisfies T.PublishAnswer, 201);
 });
 
 handle(messages, publishBatch, async (c) => {
   const list = c.req.valid("json").messages;
-  const key = c.req.valid("header")["Idempotency-Key"];
-  const seqs = await (await c.var.queue()).publishMany(list.map(publishInputFromWire), { idempotencyKey: key });
+  const { "Idempotency-Key": key, traceparent } = c.req.valid("header");
+  const seqs = await (await c.var.queue()).publishMany(list.map(publishInputFromWire), {
+    idempotencyKey: key,
+    traceparent,
+  });
   return c.json({ seqs } satisfies T.PublishBatchAnswer, 201);
 });

@@ -272,6 +272,8 @@ export class Pusher {
         headers: {
           "content-type": "application/json",
           [SIGNATURE_HEADER]: await signPayload(current.signingSecret, body),
+          // The trace the message was published in, where a consumer's instrumentation looks for it.
+          ...(lease.traceparent === undefined ? {} : { traceparent: lease.traceparent }),
         },
         body,
         redirect: "manual",

@@ -22,10 +22,15 @@ export class Messages {
     this.#autoKeys = autoKeys;
   }
 
-  /** The publish's key header, and whether the publish may be resent after a lost answer. */
-  #keyed(given: string | undefined): { headers: Record<string, string>; retryUnknown: boolean } {
-    if (given === undefined && !this.#autoKeys) return { headers: {}, retryUnknown: false };
-    return { headers: { "idempotency-key": idempotencyKey(given) }, retryUnknown: true };
+  /**
+   * The publish's headers: its key (and whether it may be resent after a lost answer), and the trace
+   * context the messages are published in (client.ts gives the publish's span's), which they carry.
+   */
+  #keyed(options: PublishCallOptions): { headers: Record<string, string>; retryUnknown: boolean } {
+    const trace = options.traceparent;
+    const headers: Record<string, string> = trace === undefined ? {} : { traceparent: trace };
+    if (options.idempotencyKey === undefined && !this.#autoKeys) return { headers, retryUnknown: false };
+    return { headers: { ...headers, "idempotency-key": idempotencyKey(options.idempotencyKey) }, retryUnknown: true };
   }
 
   async publish(groupId: string, event: unknown, priority?: number, options: PublishCallOptions = {}): Promise<number> {
@@ -41,7 +46,7 @@ export class Messages {
         method: "POST",
         path,
         body,
-        ...this.#keyed(options.idempotencyKey),
+        ...this.#keyed(options),
         write: true,
         ok: (a) => json<W.PublishAnswer>(a, path).seq,
       },
@@ -65,7 +70,7 @@ export class Messages {
         method: "POST",
         path,
         body: { messages: list } satisfies W.PublishBatchRequest,
-        ...this.#keyed(options.idempotencyKey),
+        ...this.#keyed(options),
         write: true,
         ok: (a) => json<W.PublishBatchAnswer>(a, path).seqs,
       },

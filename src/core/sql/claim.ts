@@ -74,7 +74,7 @@ function claimText(single: boolean, guard: string): string {
        tq_attempts = coalesce(tq_attempts, 0) + 1,
        tq_claimed_at = ${stamp}`;
   const returning =
-    "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp";
+    "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace";
   // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
   return single
     ? `${set(STAMP)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
@@ -119,7 +119,7 @@ export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
           "earlier",
           resend
             ? stmt(
-                `SELECT seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp FROM ${OWN_LEASES}`,
+                `SELECT seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace FROM ${OWN_LEASES}`,
                 { token: a.token },
               )
             : undefined,
@@ -170,5 +170,6 @@ function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
     workerId,
     expiresAt: Number(row.lock_expiry),
     attempts: Number(row.attempts),
+    ...(typeof row.trace === "string" ? { traceparent: row.trace } : {}),
   };
 }
