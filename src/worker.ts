@@ -24,7 +24,8 @@ import { createEdgeApp, type Writer } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
 import { catalogOf } from "./app/queues.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
-import { databaseRef, type Outcome, outcome, type WriterPort } from "./app/writer/port.js";
+import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
+import { databaseRef, type Outcome, outcome, unwrap, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
 import type { Database } from "./core/databases.js";
 import type { QueueInfo } from "./core/queues.js";
@@ -42,6 +43,8 @@ export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 
 /** Where a writer keeps the database it serves, for the wakes that come with no request (its alarm). */
 const DATABASE_KEY = "database";
+/** Where it keeps its counters and samples. */
+const METER_KEY = "meter";
 
 /**
  * A database's single writer: the whole API over one shared transport, and the push deliveries of
@@ -62,7 +65,10 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     // Reachable only through the namespace binding, from the edge app, which checked the token.
     auth: "forwarded",
     queueDeleted: (config, queue) => this.#retireWriters(config, queue),
+    meters: (config, queue) => this.#meters(config, queue),
   });
+  /** This writer's counters and samples (`/metrics`, the dashboard's charts), kept in its storage. */
+  #meter: Meter | undefined;
 
   override fetch(request: Request): Promise<Response> {
     this.#unretire();
@@ -108,11 +114,22 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     });
   }
 
+  /** Its counters, once stored (null when it never counted anything). */
+  meter(): Promise<Outcome<MeterReading | null>> {
+    return outcome(async () => {
+      if (this.#meter !== undefined) return this.#meter.reading();
+      const kept = await this.ctx.storage.get<MeterSnapshot>(METER_KEY);
+      return kept === undefined ? null : { counters: kept.counters, held: kept.held };
+    });
+  }
+
   /** Its queue was deleted: no more pushes, no more wakes, nothing kept. */
   async retire(): Promise<void> {
     this.#retired = true;
     this.#pusher?.stop();
     this.#pusher = undefined;
+    await this.#meter?.stop();
+    this.#meter = undefined;
     // Its database went away: a queue made again under the name gets a new one, named afresh.
     this.#database = undefined;
     this.#shard = undefined;
@@ -158,6 +175,16 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       name: DEFAULT_QUEUE,
       database: this.#database,
     })) as LibsqlTransport;
+    if (this.#meter === undefined && !this.#retired) {
+      this.#meter = new Meter(queue, {
+        store: {
+          load: () => this.ctx.storage.get<MeterSnapshot>(METER_KEY),
+          save: (snapshot) => this.ctx.storage.put(METER_KEY, snapshot),
+        },
+        sampleMs: config.sampleMs,
+      });
+      attachMeter(queue, this.#meter);
+    }
     if (this.#pusher === undefined && !this.#retired) {
       const shardOf = this.#shard;
       this.#pusher = new Pusher(queue, {
@@ -165,11 +192,25 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
         // A shard's deliveries name their shard, as the queue's API names its leases.
         ...(shardOf && shardOf.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shardOf) } : {}),
         maxConnections: config.pushConnections,
+        delivered: (ok) => this.#meter?.pushed(ok),
         wakeAt: (at) => this.ctx.storage.setAlarm(at),
       });
       void this.#pusher.wake();
     }
     return queue;
+  }
+
+  /** The counters of a queue's writers: this one's own, the others' by RPC. */
+  async #meters(config: Config, queue: QueueInfo): Promise<MeterReading[]> {
+    const own = this.#database === undefined ? undefined : databaseKey(this.#database);
+    const readings = await Promise.all(
+      queue.databases.map(async (db) => {
+        if (databaseKey(db) === own) return this.#meter?.reading();
+        const w = writerOf(config, this.env, db, queue.locationHint ?? config.locationHint) as unknown as WriterPort;
+        return unwrap(await w.meter());
+      }),
+    );
+    return readings.filter((r): r is MeterReading => r != null);
   }
 
   /** The writers of a deleted queue's databases let go (their databases are gone). */

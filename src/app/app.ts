@@ -4,7 +4,7 @@
  * schemas (src/app/route.ts, src/contract/schemas.ts); handlers stay thin: take the validated input,
  * call the library, shape the answer (src/app/answers.ts).
  */
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { pause } from "../core/backoff.js";
 import type { Database } from "../core/databases.js";
@@ -21,10 +21,12 @@ import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
+import { service } from "./routes/metrics.js";
 import { pages } from "./routes/pages.js";
 import { queues } from "./routes/queues.js";
 import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
+import type { MeterReading } from "./writer/meter.js";
 
 export type { AppEnv, TransportFactory } from "./context.js";
 export { API_ROUTES } from "./routes/index.js";
@@ -54,6 +56,8 @@ export interface AppOptions {
   auth?: "bearer" | "forwarded";
   /** After a queue's deletion through this app: let go of what served it (default: nothing). */
   queueDeleted?: (config: Config, queue: QueueInfo) => Promise<void>;
+  /** The counters kept by a queue's writers (`/metrics`); default: none kept. */
+  meters?: (config: Config, queue: QueueInfo) => Promise<MeterReading[]>;
 }
 
 /**
@@ -94,7 +98,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   const forwarded = options.auth === "forwarded";
   const waits = options.waits ?? "poll";
 
-  app.use("/v1/*", forwarded ? trustForwarded : requireBearer, async (c, next) => {
+  const setup: MiddlewareHandler<AppEnv> = async (c, next) => {
     const config = c.get("config");
     const header = forwarded ? c.req.header(DATABASE_HEADER) : undefined;
     const named = header === undefined ? undefined : (JSON.parse(header) as Database & { shard?: ShardOf });
@@ -115,6 +119,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       ),
     );
     c.set("queueDeleted", (queue) => options.queueDeleted?.(config, queue) ?? Promise.resolve());
+    c.set("meters", (queue) => options.meters?.(config, queue) ?? Promise.resolve([]));
     c.set("idle", async (ms, signal) => {
       if (held) {
         gate?.release();
@@ -135,7 +140,10 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
     } finally {
       if (held) gate?.release();
     }
-  });
+  };
+  const auth = forwarded ? trustForwarded : requireBearer;
+  app.use("/v1/*", auth, setup);
+  app.use("/metrics", auth, setup);
 
   app.route("/", messages);
   app.route("/", claims);
@@ -144,5 +152,6 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", deadLetters);
   app.route("/", subscriptions);
   app.route("/", queues);
+  app.route("/", service);
   return app;
 }

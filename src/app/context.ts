@@ -4,6 +4,7 @@ import type { QueueCatalog, QueueInfo } from "../core/queues.js";
 import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { Bindings, Config } from "./env.js";
+import type { MeterReading } from "./writer/meter.js";
 
 /** The queue a request is for: its name and, where the Worker's edge resolved it, its database. */
 export interface QueueTarget {
@@ -40,6 +41,8 @@ export interface AppEnv {
     queueName: string;
     /** The catalog of named queues (the `/v1/queues` routes). */
     catalog: () => Promise<QueueCatalog>;
+    /** The counters kept by a queue's writers, one per database (none without the QueueWriter). */
+    meters: (queue: QueueInfo) => Promise<MeterReading[]>;
     /** After a queue's deletion: lets go of what served it (the QueueWriter retires its writers). */
     queueDeleted: (queue: QueueInfo) => Promise<void>;
     /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */

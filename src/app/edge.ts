@@ -117,6 +117,9 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
   });
 
   app.all("/v1/*", toDefault);
+  // Every queue's counts and counters, gathered by the default queue's writer (it keeps the catalog).
+  app.use("/metrics", requireBearer);
+  app.get("/metrics", toDefault);
   return app;
 }
 

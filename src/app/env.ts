@@ -30,6 +30,11 @@ export interface Bindings {
    */
   QUEUE_HOLD_MS?: string;
   /**
+   * Seconds between the samples of a queue's state its writer keeps for the dashboard's charts
+   * (default 60, 1-3600; the last 60 are kept: an hour at the default). A [var].
+   */
+  QUEUE_SAMPLE_SECONDS?: string;
+  /**
    * Where named queues' databases come from (`PUT /v1/queues/{queue}` makes them): `namespaces` (one
    * sqld with `--enable-namespaces`: TURSO_DATABASE_URL is its HTTP URL, SQLD_ADMIN_URL its admin
    * API, the default queue the namespace `default`), `turso` (the Platform API: TURSO_ORG,
@@ -76,6 +81,8 @@ export interface Config {
   pushConnections: number;
   /** QUEUE_HOLD_MS. */
   holdMs: number;
+  /** QUEUE_SAMPLE_SECONDS in ms. */
+  sampleMs: number;
 }
 
 /** The namespace of the default queue's database on an sqld with namespaces. */
@@ -165,6 +172,13 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   if (!(Number.isInteger(holdMs) && holdMs >= 0 && holdMs <= 1000)) {
     problems.push(`QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got ${JSON.stringify(hold)}`);
   }
+  const sample = str("QUEUE_SAMPLE_SECONDS") ?? "60";
+  const sampleSeconds = Number(sample);
+  if (!(Number.isInteger(sampleSeconds) && sampleSeconds >= 1 && sampleSeconds <= 3600)) {
+    problems.push(
+      `QUEUE_SAMPLE_SECONDS must be an integer number of seconds from 1 to 3600, got ${JSON.stringify(sample)}`,
+    );
+  }
   const databases = databasesOf(str, problems);
   const locationHint = str("QUEUE_LOCATION_HINT");
   if (locationHint !== undefined && locationHintProblem(locationHint) !== undefined) {
@@ -187,6 +201,7 @@ function parse(env: Record<string, unknown>): ParsedConfig {
       recheckMs: Math.round(recheckSeconds * 1000),
       pushConnections,
       holdMs,
+      sampleMs: sampleSeconds * 1000,
     },
   };
 }

@@ -198,7 +198,11 @@ const TAGS = [
     description:
       "Named queues, each in its own database (or one per shard). `/v1/queues/{queue}/...` serves every route above for a named queue; `/v1/...` is the queue named `default`.",
   },
-  { name: "Service", description: "Health, this document, the docs page and the dashboard (no auth)." },
+  {
+    name: "Service",
+    description:
+      "Health, this document, the docs page and the dashboard (no auth); metrics for Prometheus (with the token).",
+  },
 ];
 
 /** A route in a named queue: the queue in its path, and QUEUE_NOT_FOUND among its answers. */

@@ -10,6 +10,15 @@ import type { Connection } from "./connect.js";
 export type Change = "publish" | "ack" | "nack" | "redrive" | "release";
 
 type ChangeListener = (change: Change, seq?: number) => void;
+
+/** What a write through the transport did, for the writer's counters (/metrics). */
+export type Counted =
+  | { kind: "published"; count: number }
+  | { kind: "claimed"; count: number; deadLettered: number }
+  | { kind: "acked"; heldSeconds: number | undefined }
+  | { kind: "nacked"; deadLettered: boolean }
+  | { kind: "released" };
+type CountListener = (counted: Counted) => void;
 type ExtendListener = (leaseId: string, seq: number, expiresAt: number) => void;
 
 export class Internals {
@@ -17,6 +26,7 @@ export class Internals {
   readonly #changes = new Set<ChangeListener>();
   readonly #extends = new Set<ExtendListener>();
   readonly #subscriptions = new Set<() => void>();
+  readonly #counts = new Set<CountListener>();
 
   constructor(conn: Connection) {
     this.conn = conn;
@@ -40,6 +50,15 @@ export class Internals {
   /** Calls `listener` after each subscription put or delete through this transport. */
   onSubscriptionsChange(listener: () => void): () => void {
     return on(this.#subscriptions, listener);
+  }
+
+  /** Calls `listener` with what each write through this transport did (messages published, acked, ...). */
+  onCount(listener: CountListener): () => void {
+    return on(this.#counts, listener);
+  }
+
+  counted(counted: Counted): void {
+    if (this.#counts.size > 0) tell(this.#counts, "onCount", counted);
   }
 
   changed(change: Change, seq?: number): void {

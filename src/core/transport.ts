@@ -76,6 +76,7 @@ export class LibsqlTransport {
       delay: delayOf(options, "delay"),
     };
     const [seq] = await this.#publishRows([row], options, "publish");
+    this.#internals.counted({ kind: "published", count: 1 });
     this.#internals.changed("publish");
     return seq as number;
   }
@@ -96,6 +97,7 @@ export class LibsqlTransport {
       };
     });
     const seqs = await this.#publishRows(rows, options, "publishMany");
+    this.#internals.counted({ kind: "published", count: seqs.length });
     this.#internals.changed("publish");
     return seqs;
   }
@@ -177,6 +179,7 @@ export class LibsqlTransport {
 
   async #claim<E>(worker: string, vis: number, n: number, min: number): Promise<Lease<E>[]> {
     const leases: Lease<E>[] = [];
+    let deadLettered = 0;
     // A message past its attempts is dead-lettered by the claim that meets it; claim again for the
     // slots it took, so that a poison message never hides the rest of the queue.
     for (let round = 0; round < 16 && leases.length < n; round++) {
@@ -196,7 +199,11 @@ export class LibsqlTransport {
         (got) => got.leases.length > 0,
       );
       leases.push(...got.leases);
+      deadLettered += got.deadLettered;
       if (got.deadLettered === 0) break;
+    }
+    if (leases.length > 0 || deadLettered > 0) {
+      this.#internals.counted({ kind: "claimed", count: leases.length, deadLettered });
     }
     return leases;
   }
@@ -207,7 +214,8 @@ export class LibsqlTransport {
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
-    await this.#settle("ack", ref, () => this.#write(sql.ackPlan(ref), true, always));
+    const heldSeconds = await this.#settle("ack", ref, () => this.#write(sql.ackPlan(ref), true, always));
+    this.#internals.counted({ kind: "acked", heldSeconds });
     this.#internals.changed("ack", ref.seq);
   }
 
@@ -216,6 +224,7 @@ export class LibsqlTransport {
     const ref = leaseRef(lease);
     const plan = sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts);
     const result = await this.#settle("nack", ref, () => this.#write(plan, true, always));
+    this.#internals.counted({ kind: "nacked", deadLettered: result.deadLettered });
     this.#internals.changed("nack", ref.seq);
     return result;
   }
@@ -228,6 +237,7 @@ export class LibsqlTransport {
   async release(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
     await this.#settle("release", ref, () => this.#write(sql.releasePlan(ref), true));
+    this.#internals.counted({ kind: "released" });
     this.#internals.changed("release", ref.seq);
   }
 

@@ -70,6 +70,24 @@ export interface QueueStats {
   lag: Array<{ groupId: string; age: number }>;
 }
 
+/**
+ * The queue's state at one moment, for charts: its counts (as in QueueStats) and the writer's running
+ * totals of messages published and acked (their difference between two samples is a rate).
+ */
+export interface QueueSample {
+  /** Epoch seconds, on the database's clock. */
+  at: number;
+  ready: number;
+  waiting: number;
+  inFlight: number;
+  parked: number;
+  delayed: number;
+  deadLetters: number;
+  oldestAge: number | null;
+  published: number;
+  acked: number;
+}
+
 export interface DeadLetter<E = unknown> {
   seq: number;
   groupId: string;

@@ -9,7 +9,7 @@ it("defaults: a re-check every 2 s, 4 push connections", () => {
   expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 2000, pushConnections: 4 });
 });
 
-it("takes QUEUE_RECHECK_SECONDS, QUEUE_PUSH_CONNECTIONS and QUEUE_HOLD_MS within their bounds, and names them when not", () => {
+it("takes QUEUE_RECHECK_SECONDS, QUEUE_PUSH_CONNECTIONS, QUEUE_HOLD_MS and QUEUE_SAMPLE_SECONDS within their bounds, and names them when not", () => {
   const parsed = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "0.5", QUEUE_PUSH_CONNECTIONS: "16" });
   expect(parsed.ok && parsed.config).toMatchObject({ recheckMs: 500, pushConnections: 16 });
   for (const bad of ["0", "65", "2.5", "many"]) {
@@ -26,6 +26,13 @@ it("takes QUEUE_RECHECK_SECONDS, QUEUE_PUSH_CONNECTIONS and QUEUE_HOLD_MS within
     expect(p.ok).toBe(false);
     expect(!p.ok && p.error.message).toContain(
       `QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got "${bad}"`,
+    );
+  }
+  expect(byDefault.ok && byDefault.config.sampleMs).toBe(60_000);
+  for (const bad of ["0", "3601", "1.5", "often"]) {
+    const p = parseEnv({ ...base, QUEUE_SAMPLE_SECONDS: bad });
+    expect(!p.ok && p.error.message).toContain(
+      `QUEUE_SAMPLE_SECONDS must be an integer number of seconds from 1 to 3600, got "${bad}"`,
     );
   }
   const slow = parseEnv({ ...base, QUEUE_RECHECK_SECONDS: "301" });

@@ -2,7 +2,7 @@
  * The QueueWriter evicted for real: its workerd process stopped and a new one started on the same
  * Durable Object storage (the Worker bundle under Miniflare, scripts/support/miniflare.ts). A message
  * published while it was gone, by a writer that bypasses the Worker, is pushed by the alarm the
- * writer left behind, with no request arriving.
+ * writer left behind, with no request arriving; and the counters `/metrics` reported are still there.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +13,7 @@ import { type ServedWorker, serveWorker } from "../../scripts/support/miniflare.
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
+import { scrape } from "../support/prometheus.js";
 import { waitFor } from "../support/wait.js";
 
 const TOKEN = "eviction-test-token-0123456789";
@@ -61,4 +62,44 @@ it("after an eviction, the alarm resumes push deliveries with no request arrivin
   });
   expect(got?.delivery).toMatchObject({ event: "published while the writer was gone", subscription: "after-eviction" });
   await waitFor(async () => (await t?.stats())?.groups === 0, { what: "the ack" });
+});
+
+it("the counters /metrics reports outlive the writer's eviction", async () => {
+  t = await LibsqlTransport.create(inject("sqldUrl"));
+  await resetDatabase(clientOf(t));
+  const dir = mkdtempSync(join(tmpdir(), "turso-queue-writer-"));
+  const serve = () => serveWorker({ databaseUrl: inject("sqldUrl"), queueToken: TOKEN, persist: dir });
+  const call = async (path: string, body?: unknown) => {
+    const res = await fetch(`${worker?.url}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+  const counted = async () => {
+    const s = scrape((await call("/metrics")).text);
+    return {
+      published: s.value("turso_queue_published_total", { queue: "default" }),
+      acked: s.value("turso_queue_acked_total", { queue: "default" }),
+      held: s.histogram("turso_queue_claim_to_ack_seconds", { queue: "default" })?.count,
+    };
+  };
+  worker = await serve();
+  await call("/v1/messages", {
+    messages: [
+      { group_id: "a", event: 1 },
+      { group_id: "b", event: 2 },
+    ],
+  });
+  const lease = JSON.parse((await call("/v1/claims", { worker_id: "w", visibility: 30 })).text) as { lease_id: string };
+  expect((await call(`/v1/leases/${lease.lease_id}/ack`, {})).status).toBe(204);
+  // A scrape answers what is stored: then the writer goes away at once.
+  expect(await counted()).toEqual({ published: 2, acked: 1, held: 1 });
+  await worker.stop();
+
+  worker = await serve();
+  expect(await counted()).toEqual({ published: 2, acked: 1, held: 1 });
+  await call("/v1/groups/c/messages", { event: 3 });
+  expect((await counted()).published).toBe(3);
 });

@@ -81,12 +81,12 @@ it("describes every route the app answers, and nothing else", () => {
 });
 
 describe("each operation", () => {
-  it("/v1 routes need the bearer token, answer 401 and the database's 5xx; the pages need nothing", () => {
+  it("/v1 routes and /metrics need the bearer token, answer 401 and the database's 5xx; the pages need nothing", () => {
     expect(doc.components.securitySchemes).toEqual({
       bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
     });
     for (const { path, op } of operations()) {
-      if (path.startsWith("/v1/")) {
+      if (path.startsWith("/v1/") || path === "/metrics") {
         expect(op.security, path).toEqual([{ bearer: [] }]);
         for (const status of ["401", "500", "502", "503"]) expect(Object.keys(op.responses), path).toContain(status);
       } else {

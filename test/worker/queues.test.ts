@@ -11,26 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import { MAX_SHARDS, shardOf } from "../../src/rules.js";
 import { waitFor } from "../support/wait.js";
-import { api, post, resetDatabase } from "./support.js";
-
-const MAP = JSON.parse(inject("workerQueueDatabases")) as Record<string, { url: string; namespace: string }>;
-
-/** Empties a mapped database (each test file starts from scratch). */
-async function emptyDatabase(name: string): Promise<void> {
-  const db = MAP[name] as { url: string; namespace: string };
-  const ns = btoa(db.namespace).replace(/=+$/, "");
-  const stmts = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"]
-    .map((t) => `DELETE FROM ${t}`)
-    .concat(["DELETE FROM sqlite_sequence WHERE name = 'messages'"]);
-  const res = await fetch(`${db.url}/v2/pipeline`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-namespace-bin": ns },
-    body: JSON.stringify({
-      requests: [...stmts.map((sql) => ({ type: "execute", stmt: { sql } })), { type: "close" }],
-    }),
-  });
-  await res.text();
-}
+import { api, emptyMappedDatabases, post, resetDatabase } from "./support.js";
 
 const queueNames = async () => (await api<T.QueueList>("/v1/queues")).body.queues.map((q) => q.name);
 
@@ -40,7 +21,7 @@ beforeAll(async () => {
     const res = await api(`/v1/queues/${q}?force=true`, { method: "DELETE" });
     expect([204, 404]).toContain(res.status);
   }
-  for (const name of Object.keys(MAP)) await emptyDatabase(name);
+  await emptyMappedDatabases();
 });
 afterAll(async () => {
   for (const q of ["emails", "billing"]) await api(`/v1/queues/${q}?force=true`, { method: "DELETE" });

@@ -6,6 +6,7 @@ import { env } from "cloudflare:workers";
 import { beforeEach, expect, it } from "vitest";
 import { createApp } from "../../src/app/app.js";
 import { perRequestTransports } from "../../src/app/transports.js";
+import { scrape } from "../support/prometheus.js";
 import { waitFor } from "../support/wait.js";
 import { CLAIM, EMPTY, resetDatabase, rowCounts, sqldRequests, TEST_TOKEN } from "./support.js";
 
@@ -61,4 +62,14 @@ it("wait without the writer: polls with pauses, and lets other requests of the i
   expect((await call("/v1/groups/g/messages", { event: "late" })).status).toBe(201);
   const got = await waiting;
   expect([got.status, got.body.event]).toEqual([200, "late"]);
+});
+
+it("answers /metrics with the counts by state, and no counters (no writer keeps them)", async () => {
+  await call("/v1/messages", { messages: [{ group_id: "a", event: 1 }] });
+  const res = await app.request("/metrics", { headers: { authorization: `Bearer ${TEST_TOKEN}` } }, env);
+  expect(res.status).toBe(200);
+  const s = scrape(await res.text());
+  expect(s.value("turso_queue_messages", { queue: "default", state: "ready" })).toBe(1);
+  expect(s.types.turso_queue_published_total).toBe("COUNTER");
+  expect(s.value("turso_queue_published_total", { queue: "default" })).toBeUndefined();
 });

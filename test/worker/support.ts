@@ -139,3 +139,21 @@ export async function groupsWithTwoLiveLeases(): Promise<unknown[]> {
   client.close();
   return rs.rows.map((r) => ({ ...r }));
 }
+
+/** Empties the databases the Worker's static map names (QUEUE_DATABASES), for a file that makes named queues. */
+export async function emptyMappedDatabases(): Promise<void> {
+  const map = JSON.parse(inject("workerQueueDatabases")) as Record<string, { url: string; namespace: string }>;
+  const stmts = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"]
+    .map((t) => `DELETE FROM ${t}`)
+    .concat(["DELETE FROM sqlite_sequence WHERE name = 'messages'"]);
+  for (const db of Object.values(map)) {
+    const res = await fetch(`${db.url}/v2/pipeline`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-namespace-bin": btoa(db.namespace).replace(/=+$/, "") },
+      body: JSON.stringify({
+        requests: [...stmts.map((sql) => ({ type: "execute", stmt: { sql } })), { type: "close" }],
+      }),
+    });
+    await res.text();
+  }
+}

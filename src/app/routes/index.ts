@@ -4,6 +4,7 @@ import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
 import { ack, extend, nack, release } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
+import { metrics } from "./metrics.js";
 import { QUEUE_ROUTES } from "./queues.js";
 import { groups, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
@@ -25,4 +26,5 @@ export const API_ROUTES: readonly RouteSpec[] = [
   redrive,
   deleteDeadLetter,
   ...QUEUE_ROUTES,
+  metrics,
 ];

@@ -14,6 +14,7 @@ import { QueueError, type QueueErrorCode, toQueueError } from "../../core/errors
 import type { QueueInfo } from "../../core/queues.js";
 import type { Lease } from "../../core/types.js";
 import type { ClaimInput } from "../claiming.js";
+import type { MeterReading } from "./meter.js";
 
 export type Outcome<T> =
   | { ok: T }
@@ -29,6 +30,8 @@ export interface WriterPort {
   ack(leaseId: string, database: Database): Promise<Outcome<null>>;
   /** A named queue, as the catalog says (the default queue's writer keeps the catalog); null when there is none. */
   lookup(name: string): Promise<Outcome<QueueInfo | null>>;
+  /** Its counters (`/metrics`), once stored; null when it never counted anything. */
+  meter(): Promise<Outcome<MeterReading | null>>;
   /** Its database is gone (its queue was deleted): stop pushing and waking. */
   retire(): Promise<void>;
 }

@@ -43,6 +43,8 @@ export interface PusherOptions {
   wakeAt?: (atMs: number) => unknown;
   /** Deliveries in flight at once, shared fairly among subscriptions (default 4). */
   maxConnections?: number;
+  /** Told of each delivery's outcome: answered 2xx (taken), or not (retried later). */
+  delivered?: (ok: boolean) => void;
   fetch?: typeof fetch;
 }
 
@@ -80,6 +82,7 @@ export class Pusher {
   readonly #recheckMs: number;
   readonly #maxConnections: number;
   readonly #fetch: typeof fetch;
+  readonly #delivered: ((ok: boolean) => void) | undefined;
   readonly #leaseOut: (lease: Lease) => Lease;
   readonly #scheduler: Scheduler<PushAsk>;
   readonly #inFlight = new Map<string, number>();
@@ -105,6 +108,7 @@ export class Pusher {
     this.#recheckMs = options.recheckMs;
     this.#maxConnections = options.maxConnections ?? 4;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#delivered = options.delivered;
     this.#leaseOut = options.leaseOut ?? ((l) => l);
     this.#scheduler = new Scheduler<PushAsk>(
       queue,
@@ -300,6 +304,7 @@ export class Pusher {
       const retryAfter = answer?.headers.get("retry-after") ?? null;
       settle = this.#queue.nack(lease, retryDelay(lease.attempts, retryAfter));
     }
+    this.#delivered?.(answer?.ok === true);
     free();
     await settle;
   }

@@ -42,16 +42,23 @@ function leaseError(present: boolean, ref: LeaseRef): QueueError {
 
 const PRESENT = "EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present";
 
-/** Deletes the message (the trigger then frees or deletes its group). */
-export function ackPlan(l: LeaseRef): Plan<void> {
+/**
+ * Deletes the message (the trigger then frees or deletes its group). Answers how long the message
+ * was held, claim to ack, on the database's clock (undefined when a resend found it acked already).
+ */
+export function ackPlan(l: LeaseRef): Plan<number | undefined> {
   const args = { seq: l.seq, token: l.token };
   return plan(
     [
-      ["acked", stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE} RETURNING seq`, args)],
+      [
+        "acked",
+        stmt(`DELETE FROM messages WHERE seq = :seq AND ${FENCE} RETURNING ${NOW} - tq_claimed_at AS held`, args),
+      ],
       ["state", stmt(`SELECT ${PRESENT}`, { seq: l.seq }), (r) => rowsOf(r.acked).length === 0],
     ],
     (r, retried) => {
-      if (rowsOf(r.acked).length > 0) return;
+      const acked = rowsOf(r.acked)[0];
+      if (acked !== undefined) return acked.held === null ? undefined : Math.max(0, Number(acked.held));
       const present = flag(r.state, "present");
       // Gone after a retry: our first attempt applied and only its answer was lost.
       if (!present && retried) return;
