@@ -43,6 +43,10 @@ export const MAX_CLAIM_ACKS = 100;
 export const DEAD_LETTER_PAGE = { default: 100, max: 1000 } as const;
 /** Groups one listing returns. */
 export const GROUPS_PAGE = { default: 20, max: 100 } as const;
+/** A group's next messages one peek returns. */
+export const PEEK_PAGE = { default: 10, max: 100 } as const;
+/** Messages one write of a purge deletes (a purge of a deeper group takes several). */
+export const PURGE_CHUNK = 500;
 /** Most messages a group listing counts in one group (a count that reaches it means "at least"). */
 export const GROUP_COUNT_CAP = 1000;
 /** Largest HTTP request body, in bytes (1 MiB). */

@@ -267,6 +267,19 @@ export async function costCases(sqld: Sqld, t: LibsqlTransport, opts: { depths: 
         for (let i = 0; i < runs; i++) await t.deadLetters({ afterSeq: 1_000_000_000 + depth / 2, limit: 100 });
       }),
     );
+    // Groups seed20.. are not in flight (take(10) leased seed0..9): each holds depth / 100 messages.
+    add(
+      `peek of 10 (${d} messages)`,
+      "operation",
+      await measure(sqld, runs, async () => {
+        for (let i = 0; i < runs; i++) await t.peek(`seed${20 + i}`, { limit: 10 });
+      }),
+    );
+    add(
+      `purge of a group (${(depth / 100).toLocaleString("en-US")} messages)`,
+      "message",
+      await measure(sqld, depth / 100, () => t.purge("seed99")),
+    );
   }
   return out;
 }

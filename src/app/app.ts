@@ -19,6 +19,7 @@ import { Gate } from "./gate.js";
 import { catalogOf } from "./queues.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
+import { groupMessages } from "./routes/groups.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { service } from "./routes/metrics.js";
@@ -149,6 +150,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", claims);
   app.route("/", leases);
   app.route("/", inspect);
+  app.route("/", groupMessages);
   app.route("/", deadLetters);
   app.route("/", subscriptions);
   app.route("/", queues);

@@ -21,6 +21,8 @@ import type {
   NackResult,
   PublishInput,
   QueueDescription,
+  QueuedMessage,
+  QueueHistory,
   QueueStats,
   Subscription,
   SubscriptionInput,
@@ -237,6 +239,21 @@ export class QueueClient {
   /** Groups worth watching, as the library's `groups()` lists them; `limit` 1-100 (default 20). */
   groups(options: { limit?: number } & CallOptions = {}): Promise<GroupInfo[]> {
     return this.#inspect.groups(options);
+  }
+
+  /** The queue's samples over the last hour (counts, and running totals published and acked), oldest first. */
+  history(options: CallOptions = {}): Promise<QueueHistory> {
+    return this.#inspect.history(options);
+  }
+
+  /** The group's next messages in delivery order, left where they are; `limit` 1-100 (default 10). */
+  peek<E = unknown>(groupId: string, options: { limit?: number } & CallOptions = {}): Promise<QueuedMessage<E>[]> {
+    return this.#inspect.peek<E>(groupId, options);
+  }
+
+  /** Deletes the group's messages, the one in flight included; answers how many. */
+  purge(groupId: string, options: CallOptions = {}): Promise<number> {
+    return this.#inspect.purge(groupId, options);
   }
 
   /** A page of dead letters in seq order: pass the last one's seq as `afterSeq` for the next. */

@@ -95,6 +95,61 @@ export const Stats = v.object({
   ),
 });
 
+export const QueuedMessage = v.object({
+  seq,
+  group_id: v.string(),
+  event: v.pipe(v.unknown(), v.description("The event as it was published.")),
+  state: v.pipe(
+    v.picklist(["queued", "in_flight", "parked", "delayed"]),
+    v.description(
+      "`in_flight`: leased; `parked`: nacked with a delay; `delayed`: published with one (each until `until`); `queued`: waiting for its turn, or deliverable when first in its group.",
+    ),
+  ),
+  until: v.pipe(
+    v.nullable(v.number()),
+    v.description("When its lease, park or delay ends, epoch seconds on the database's clock; null when queued."),
+  ),
+  attempts: count("Deliveries it got so far."),
+  published_at: v.pipe(
+    v.nullable(v.number()),
+    v.description("When it was published, epoch seconds; null for rows the spec's Python transports wrote."),
+  ),
+});
+
+export const PeekAnswer = v.object({
+  messages: v.pipe(
+    v.array(QueuedMessage),
+    v.description("The group's next messages in the order they will be delivered, left where they are."),
+  ),
+});
+
+export const PurgeAnswer = v.object({ purged: count("Messages deleted.") });
+
+export const Sample = v.object({
+  at: epochSeconds("When it was taken, epoch seconds on the database's clock."),
+  ready: count("As in /v1/stats."),
+  waiting: count("As in /v1/stats."),
+  in_flight: count("As in /v1/stats."),
+  parked: count("As in /v1/stats."),
+  delayed: count("As in /v1/stats."),
+  dead_letters: count("As in /v1/stats."),
+  oldest_age: v.pipe(v.nullable(v.number()), v.description("As in /v1/stats.")),
+  published: count(
+    "Messages published through the queue's writers so far (a running total: the difference between two samples is what was published between them).",
+  ),
+  acked: count("Messages acked through the queue's writers so far (a running total)."),
+});
+
+export const History = v.object({
+  sample_seconds: v.pipe(v.number(), v.description("At most one sample per this many seconds (QUEUE_SAMPLE_SECONDS).")),
+  samples: v.pipe(
+    v.array(Sample),
+    v.description(
+      "Oldest first, the last hour at the default interval. A sample is taken when the queue is written or its history read, at most one per interval: an idle queue has none, and its last state holds.",
+    ),
+  ),
+});
+
 export const DeadLetter = v.object({
   seq,
   group_id: v.string(),

@@ -16,6 +16,7 @@ import {
   MAX_CLAIM_WAIT,
   MAX_PUBLISH_BATCH,
   MAX_SHARDS,
+  PEEK_PAGE,
   pushUrlProblem,
   queueNameProblem,
   SUBSCRIPTION,
@@ -245,6 +246,15 @@ export const DeadLetterQuery = object(
         DEAD_LETTER_PAGE.max,
         `Dead letters per page, 1 to ${DEAD_LETTER_PAGE.max} (default ${DEAD_LETTER_PAGE.default}).`,
       ),
+    ),
+  },
+  "query parameter",
+);
+
+export const PeekQuery = object(
+  {
+    limit: v.optional(
+      countText(PEEK_PAGE.max, `Messages to show, 1 to ${PEEK_PAGE.max} (default ${PEEK_PAGE.default}).`),
     ),
   },
   "query parameter",

@@ -23,6 +23,8 @@ export type SubscriptionRequest = InferInput<typeof s.SubscriptionBody>;
 export type DeadLetterQuery = InferInput<typeof s.DeadLetterQuery>;
 /** Query parameters of `GET /v1/groups`. */
 export type GroupsQuery = InferInput<typeof s.GroupsQuery>;
+/** Query parameters of `GET /v1/groups/{group_id}/messages`. */
+export type PeekQuery = InferInput<typeof s.PeekQuery>;
 
 // answers
 export type Health = InferOutput<typeof s.Health>;
@@ -38,6 +40,11 @@ export type DeadLetter = InferOutput<typeof s.DeadLetter>;
 export type DeadLetterPage = InferOutput<typeof s.DeadLetterPage>;
 export type Group = InferOutput<typeof s.Group>;
 export type GroupList = InferOutput<typeof s.GroupList>;
+export type QueuedMessage = InferOutput<typeof s.QueuedMessage>;
+export type PeekAnswer = InferOutput<typeof s.PeekAnswer>;
+export type PurgeAnswer = InferOutput<typeof s.PurgeAnswer>;
+export type Sample = InferOutput<typeof s.Sample>;
+export type History = InferOutput<typeof s.History>;
 export type RedriveAnswer = InferOutput<typeof s.RedriveAnswer>;
 export type Subscription = InferOutput<typeof s.Subscription>;
 export type SubscriptionAnswer = InferOutput<typeof s.SubscriptionAnswer>;

@@ -10,6 +10,8 @@ import type {
   Lease,
   PublishInput,
   QueueDescription,
+  QueuedMessage,
+  QueueHistory,
   QueueStats,
   Subscription,
   SubscriptionInput,
@@ -83,6 +85,58 @@ export function statsFromWire(w: W.Stats): QueueStats {
     lag: (w.lag ?? []).map((l) => ({ groupId: l.group_id, age: l.age })),
   };
 }
+
+export const queuedToWire = (m: QueuedMessage): W.QueuedMessage => ({
+  seq: m.seq,
+  group_id: m.groupId,
+  event: m.event,
+  state: m.state,
+  until: m.until,
+  attempts: m.attempts,
+  published_at: m.publishedAt,
+});
+
+export const queuedFromWire = <E>(w: W.QueuedMessage): QueuedMessage<E> => ({
+  seq: w.seq,
+  groupId: w.group_id,
+  event: w.event as E,
+  state: w.state,
+  until: w.until,
+  attempts: w.attempts,
+  publishedAt: w.published_at,
+});
+
+export const historyToWire = (h: QueueHistory): W.History => ({
+  sample_seconds: h.sampleSeconds,
+  samples: h.samples.map((s) => ({
+    at: s.at,
+    ready: s.ready,
+    waiting: s.waiting,
+    in_flight: s.inFlight,
+    parked: s.parked,
+    delayed: s.delayed,
+    dead_letters: s.deadLetters,
+    oldest_age: s.oldestAge,
+    published: s.published,
+    acked: s.acked,
+  })),
+});
+
+export const historyFromWire = (w: W.History): QueueHistory => ({
+  sampleSeconds: w.sample_seconds,
+  samples: w.samples.map((s) => ({
+    at: s.at,
+    ready: s.ready,
+    waiting: s.waiting,
+    inFlight: s.in_flight,
+    parked: s.parked,
+    delayed: s.delayed,
+    deadLetters: s.dead_letters,
+    oldestAge: s.oldest_age,
+    published: s.published,
+    acked: s.acked,
+  })),
+});
 
 /** The spec's tables store 0.0 for a group never claimed; the wire says null. */
 export function groupToWire(g: GroupInfo): W.Group {

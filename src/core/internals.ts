@@ -7,7 +7,7 @@
 import type { Connection } from "./connect.js";
 
 /** A write that may have made a message deliverable. */
-export type Change = "publish" | "ack" | "nack" | "redrive" | "release";
+export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge";
 
 type ChangeListener = (change: Change, seq?: number) => void;
 

@@ -11,6 +11,9 @@ import type {
   NackResult,
   PublishInput,
   PublishOptions,
+  QueuedMessage,
+  QueueHistory,
+  QueueSample,
   QueueStats,
   Subscription,
   SubscriptionInput,
@@ -35,7 +38,11 @@ export interface Shard {
   deadLetters<E = unknown>(options?: { groupId?: string; afterSeq?: number; limit?: number }): Promise<DeadLetter<E>[]>;
   redrive(seq: number): Promise<number>;
   deleteDeadLetter(seq: number): Promise<boolean>;
+  peek<E = unknown>(groupId: string, options?: { limit?: number }): Promise<QueuedMessage<E>[]>;
+  purge(groupId: string): Promise<number>;
   nextDueAt?(): Promise<{ next: number | null; now: number }>;
+  /** The samples its writer keeps (the HTTP client's; a transport keeps none). */
+  history?(): Promise<QueueHistory>;
   /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
   subscribe?(name: string, input: SubscriptionInput): Promise<Subscription & { signingSecret: string }>;
   subscriptions?(): Promise<Subscription[]>;
@@ -76,6 +83,37 @@ export function addUp(all: QueueStats[]): QueueStats {
     oldestAge: ages.length > 0 ? Math.max(...ages) : null,
     lag,
   };
+}
+
+/**
+ * Several writers' samples as one series: a point for each step (the longest of their sample
+ * intervals) in which any of them sampled; at it, each writer's latest sample so far (or its first,
+ * before it had one), their counts and running totals added up, the oldest age the oldest.
+ */
+export function addHistories(all: QueueHistory[]): QueueHistory {
+  const step = Math.max(1, ...all.map((h) => h.sampleSeconds));
+  const slotOf = (s: QueueSample) => Math.floor(s.at / step);
+  const series = all.map((h) => h.samples).filter((s) => s.length > 0);
+  const slots = [...new Set(series.flatMap((s) => s.map(slotOf)))].sort((a, b) => a - b);
+  const samples = slots.map((slot): QueueSample => {
+    const picked = series.map((s) => s.filter((x) => slotOf(x) <= slot).at(-1) ?? (s[0] as QueueSample));
+    const sum = (k: "ready" | "waiting" | "inFlight" | "parked" | "delayed" | "deadLetters" | "published" | "acked") =>
+      picked.reduce((a, p) => a + p[k], 0);
+    const ages = picked.map((p) => p.oldestAge).filter((a): a is number => a !== null);
+    return {
+      at: Math.max(...picked.filter((p) => slotOf(p) === slot).map((p) => p.at)),
+      ready: sum("ready"),
+      waiting: sum("waiting"),
+      inFlight: sum("inFlight"),
+      parked: sum("parked"),
+      delayed: sum("delayed"),
+      deadLetters: sum("deadLetters"),
+      oldestAge: ages.length > 0 ? Math.max(...ages) : null,
+      published: sum("published"),
+      acked: sum("acked"),
+    };
+  });
+  return { sampleSeconds: step, samples };
 }
 
 export interface ShardSubscriptions {

@@ -28,7 +28,7 @@ import {
   shardOf,
 } from "../rules.js";
 import { invalid, QueueError } from "./errors.js";
-import { addUp, type Shard, type ShardSubscriptions, shardLease, subscriptionsOf } from "./shard.js";
+import { addHistories, addUp, type Shard, type ShardSubscriptions, shardLease, subscriptionsOf } from "./shard.js";
 import type { StoredSubscription } from "./subscriptions.js";
 import { LibsqlTransport, type TransportOptions } from "./transport.js";
 import type {
@@ -38,6 +38,8 @@ import type {
   NackResult,
   PublishInput,
   PublishOptions,
+  QueuedMessage,
+  QueueHistory,
   QueueStats,
   SubscriptionInput,
 } from "./types.js";
@@ -340,6 +342,25 @@ export class ShardedQueue {
     const s = this.#shardOfSeq(checkSeq("seq", seq));
     if (s === undefined) return false;
     return (this.#shards[s] as Shard).deleteDeadLetter(shardedSeq.local(seq, this.#shards.length));
+  }
+
+  /** The group's next messages, from its shard (seqs as this queue names them). */
+  async peek<E = unknown>(groupId: string, options: { limit?: number } = {}): Promise<QueuedMessage<E>[]> {
+    const s = this.shardOf(groupId);
+    const got = await (this.#shards[s] as Shard).peek<E>(groupId, options);
+    return got.map((m) => ({ ...m, seq: shardedSeq.of(m.seq, s, this.#shards.length) }));
+  }
+
+  /** Deletes the group's messages, on its shard. */
+  async purge(groupId: string): Promise<number> {
+    const s = this.shardOf(groupId);
+    return (this.#shards[s] as Shard).purge(groupId);
+  }
+
+  /** The shards' writers' samples as one series (empty where no shard's writer keeps them). */
+  async history(): Promise<QueueHistory> {
+    const all = await Promise.all(this.#shards.map((s) => s.history?.()));
+    return addHistories(all.filter((h): h is QueueHistory => h !== undefined));
   }
 
   /** The earliest due moment across the shards that can tell it. */

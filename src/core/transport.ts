@@ -7,7 +7,7 @@
  * (./connect.ts: options, clients, the write engine, the schema). What only the Worker's writer
  * needs (hearing of writes, subscriptions) is in ./internals.ts.
  */
-import { DEAD_LETTER_PAGE, GROUPS_PAGE, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH } from "../rules.js";
+import { DEAD_LETTER_PAGE, GROUPS_PAGE, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH, PEEK_PAGE, PURGE_CHUNK } from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
@@ -15,7 +15,16 @@ import { randomToken } from "./random.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
 import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
-import type { DeadLetter, GroupInfo, Lease, NackResult, PublishInput, PublishOptions, QueueStats } from "./types.js";
+import type {
+  DeadLetter,
+  GroupInfo,
+  Lease,
+  NackResult,
+  PublishInput,
+  PublishOptions,
+  QueuedMessage,
+  QueueStats,
+} from "./types.js";
 import {
   checkCount,
   checkDelay,
@@ -290,6 +299,36 @@ export class LibsqlTransport {
     return this.#conn.readPlan(
       sql.groupsPlan(checkCount("limit", options.limit ?? GROUPS_PAGE.default, GROUPS_PAGE.max)),
     );
+  }
+
+  /**
+   * The group's next messages in the order they will be delivered, left where they are (nothing is
+   * claimed): `limit` rows read.
+   */
+  async peek<E = unknown>(groupId: string, options: { limit?: number } = {}): Promise<QueuedMessage<E>[]> {
+    checkObject("options", options);
+    const group = checkId("groupId", groupId);
+    const limit = checkCount("limit", options.limit ?? PEEK_PAGE.default, PEEK_PAGE.max);
+    return this.#conn.readPlan(sql.peekPlan<E>(group, limit));
+  }
+
+  /**
+   * Deletes the group's messages, the one in flight included (its lease's ack then answers
+   * LEASE_NOT_FOUND), in writes of PURGE_CHUNK; a message published meanwhile is kept. Its dead
+   * letters stay. Answers how many were deleted.
+   */
+  async purge(groupId: string): Promise<number> {
+    const group = checkId("groupId", groupId);
+    let upTo: number | null = null;
+    let purged = 0;
+    for (;;) {
+      const got: { deleted: number; upTo: number } = await this.#write(sql.purgePlan(group, upTo, PURGE_CHUNK), true);
+      upTo = got.upTo;
+      purged += got.deleted;
+      if (got.deleted < PURGE_CHUNK) break;
+    }
+    if (purged > 0) this.#internals.changed("purge");
+    return purged;
   }
 
   /**

@@ -74,6 +74,13 @@ export interface QueueStats {
  * The queue's state at one moment, for charts: its counts (as in QueueStats) and the writer's running
  * totals of messages published and acked (their difference between two samples is a rate).
  */
+export interface QueueHistory {
+  /** Seconds between two samples (QUEUE_SAMPLE_SECONDS): at most one per that long. */
+  sampleSeconds: number;
+  /** Oldest first. */
+  samples: QueueSample[];
+}
+
 export interface QueueSample {
   /** Epoch seconds, on the database's clock. */
   at: number;
@@ -110,6 +117,24 @@ export interface GroupInfo {
   parked: boolean;
   /** The database clock's epoch seconds of its last claim; 0 when never claimed. */
   lastClaimedAt: number;
+}
+
+/** A message as a peek sees it, left where it is. */
+export interface QueuedMessage<E = unknown> {
+  seq: number;
+  groupId: string;
+  event: E;
+  /**
+   * `in_flight`: leased; `parked`: nacked with a delay; `delayed`: published with one (each until
+   * `until`); `queued`: waiting for its turn, or deliverable when first in its group.
+   */
+  state: "queued" | "in_flight" | "parked" | "delayed";
+  /** When its lease, park or delay ends (epoch seconds, database clock); null when queued. */
+  until: number | null;
+  /** Deliveries it got so far. */
+  attempts: number;
+  /** When it was published (epoch seconds); null for rows the spec's Python transports wrote. */
+  publishedAt: number | null;
 }
 
 /** A push subscription: the queue POSTs each deliverable message to `url` (docs/http.md, "Push"). */

@@ -167,6 +167,32 @@ describe("round trips", () => {
     expect(await c.deadLetters()).toEqual([]);
   });
 
+  it("peek, purge and history", async () => {
+    const { c, log } = client();
+    await c.publishMany([
+      { groupId: "a/b c", event: 1 },
+      { groupId: "a/b c", event: 2 },
+      { groupId: "other", event: 3 },
+    ]);
+    const lease = await c.claim("w", 30);
+    expect(lease?.groupId).toBe("a/b c");
+    expect((await c.peek("a/b c")).map((m) => [m.event, m.state, m.attempts])).toEqual([
+      [1, "in_flight", 1],
+      [2, "queued", 0],
+    ]);
+    expect(await c.peek("a/b c", { limit: 1 })).toHaveLength(1);
+    expect(log.at(-1)?.path).toBe("/v1/groups/a%2Fb%20c/messages");
+    const bad = await failure(c.peek("a/b c", { limit: 101 }));
+    expect(errorOf(bad)).toEqual({ code: "INVALID_ARGUMENT", status: 400, field: "limit" });
+    expect(await c.purge("a/b c")).toBe(2);
+    expect(await c.peek("a/b c")).toEqual([]);
+    expect((await c.stats()).groups).toBe(1);
+    // The writer samples the queue when it is written: the history has the publish in it.
+    const h = await c.history();
+    expect(h.sampleSeconds).toBe(60);
+    expect(h.samples.at(-1)?.published).toBeGreaterThanOrEqual(3);
+  });
+
   it("keeps a path prefix and encodes group ids; an Idempotency-Key makes a publish idempotent", async () => {
     const { c, log } = client({ url: `${worker.url}/` });
     const group = "a/b c?d#é";

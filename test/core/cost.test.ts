@@ -89,4 +89,16 @@ describe("rows billed per operation, over HTTP with default options", () => {
       expect(page.read).toBeLessThanOrEqual(102);
     }
   });
+
+  it("a peek reads the messages it answers; a purge writes the rows it deletes, at any depth", () => {
+    for (const depth of [1000, 20_000]) {
+      const peek = get(`peek of 10 (${depth.toLocaleString("en-US")} messages)`);
+      expect(peek.written).toBe(0);
+      expect(peek.read).toBeLessThanOrEqual(11);
+      const purge = get(`purge of a group (${(depth / 100).toLocaleString("en-US")} messages)`);
+      // Its group's row goes with the last message; the delete trigger reads a few rows per message.
+      expect(purge.written).toBeLessThanOrEqual(1.1);
+      expect(purge.read).toBeLessThanOrEqual(10);
+    }
+  });
 });

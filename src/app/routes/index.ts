@@ -2,11 +2,12 @@
 import type { RouteSpec } from "../route.js";
 import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
+import { peek, purge } from "./groups.js";
 import { ack, extend, nack, release } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { metrics } from "./metrics.js";
 import { QUEUE_ROUTES } from "./queues.js";
-import { groups, stats } from "./stats.js";
+import { groups, history, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
 
 export const API_ROUTES: readonly RouteSpec[] = [
@@ -21,7 +22,10 @@ export const API_ROUTES: readonly RouteSpec[] = [
   listSubscriptions,
   deleteSubscription,
   stats,
+  history,
   groups,
+  peek,
+  purge,
   listDeadLetters,
   redrive,
   deleteDeadLetter,

@@ -11,7 +11,7 @@
  */
 import { internalsOf } from "../../core/internals.js";
 import type { LibsqlTransport } from "../../core/transport.js";
-import type { QueueSample } from "../../core/types.js";
+import type { QueueHistory, QueueSample } from "../../core/types.js";
 
 /** Upper bounds of the claim-to-ack histogram's buckets, in seconds. */
 export const HELD_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
@@ -137,10 +137,10 @@ export class Meter {
   }
 
   /** The samples, oldest first, after taking one if it is due. */
-  async history(): Promise<QueueSample[]> {
+  async history(): Promise<QueueHistory> {
     await this.loaded;
     await this.#sampleIfDue();
-    return structuredClone(this.#snapshot.samples);
+    return { sampleSeconds: this.sampleSeconds, samples: structuredClone(this.#snapshot.samples) };
   }
 
   /** Writes what is unsaved now, and stops counting. */

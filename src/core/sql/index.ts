@@ -1,6 +1,7 @@
 /** Every statement the queue runs, by concern (see ./plan.ts). */
 export * from "./claim.js";
 export * from "./dead-letters.js";
+export * from "./groups.js";
 export * from "./inspect.js";
 export * from "./leases.js";
 export * from "./plan.js";
