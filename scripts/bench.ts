@@ -8,6 +8,9 @@
  * concern.
  *
  * Every loop is bounded by time, by an operation budget and by an error budget.
+ *
+ * `--distance-only` (`npm run bench:distance`, with `--quick` for a short grid) runs the distance and
+ * shards case alone (scripts/bench/distance.ts) and writes its own JSON; `--no-distance` leaves it out.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -20,7 +23,37 @@ import { acc, percentile, progress } from "./bench/lib.js";
 import { machine, report } from "./bench/report.js";
 import { startSqld } from "./support/sqld.js";
 
+const NO_WORKER = process.argv.includes("--no-worker");
+const NO_DISTANCE = process.argv.includes("--no-distance");
+const DISTANCE_ONLY = process.argv.includes("--distance-only");
+
 // ---------------------------------------------------------------------------------------------
+
+/** The distance and shards case alone: its table on stdout, its figures in bench-results/*-distance-<mode>.json. */
+async function distanceOnly(started: Date, m0: ReturnType<typeof machine>): Promise<void> {
+  const { distanceBench, DISTANCE_FULL, DISTANCE_QUICK } = await import("./bench/distance.js");
+  const config = { ...(QUICK ? DISTANCE_QUICK : DISTANCE_FULL), worker: !NO_WORKER };
+  const r = await distanceBench({ quick: QUICK, config });
+  const m = machine();
+  const head = `Run ${started.toISOString()} (distance only, ${QUICK ? "quick" : "full"}); ${m.nproc} cores, ${m.cpu}, node ${m.node}, ${m.sqld}; load average at start ${m0.loadavg}, at end ${m.loadavg}.`;
+  process.stdout.write(`\n${head}\n\n${r.text}\n`);
+  mkdirSync(join(ROOT, "bench-results"), { recursive: true });
+  const mode = `distance-${QUICK ? "quick" : "full"}`;
+  const json = {
+    started: started.toISOString(),
+    finished: new Date().toISOString(),
+    mode,
+    config,
+    machine: m,
+    machineAtStart: m0,
+    sections: { distance: r.figures },
+  };
+  const stamp = started.toISOString().replace(/[:.]/g, "-");
+  const file = join(ROOT, "bench-results", `${stamp}-${mode}.json`);
+  writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
+  writeFileSync(join(ROOT, "bench-results", `latest-${mode}.json`), `${JSON.stringify(json, null, 2)}\n`);
+  progress(`wrote ${file}`);
+}
 
 async function main() {
   const started = new Date();
@@ -28,6 +61,10 @@ async function main() {
   progress(
     `${QUICK ? "quick" : "full"} run on ${m0.nproc} cores (${m0.cpu}), node ${m0.node}, ${m0.sqld}, load ${m0.loadavg}`,
   );
+  if (DISTANCE_ONLY) {
+    await distanceOnly(started, m0);
+    return;
+  }
   const sqld = await startSqld();
   try {
     await httpCases(sqld);
@@ -45,7 +82,7 @@ async function main() {
     );
   }
   const figures: Record<string, Record<string, number>> = {};
-  if (!process.argv.includes("--no-worker")) {
+  if (!NO_WORKER) {
     // The Worker's bundle under Miniflare: its own path, and delivery (long poll, push) through it.
     const { workerPathBench } = await import("./bench/worker-path.js");
     const { longPollBench } = await import("./bench/delivery.js");
@@ -57,6 +94,16 @@ async function main() {
       sections.push(r.text);
       figures[name] = r.figures;
     }
+  }
+  if (!NO_DISTANCE) {
+    // Distance (a latency proxy before sqld) and shards (sqld namespaces), the library and the Worker.
+    const { distanceBench, DISTANCE_FULL, DISTANCE_QUICK } = await import("./bench/distance.js");
+    const r = await distanceBench({
+      quick: QUICK,
+      config: { ...(QUICK ? DISTANCE_QUICK : DISTANCE_FULL), worker: !NO_WORKER },
+    });
+    sections.push(r.text);
+    figures.distance = r.figures;
   }
   if (!process.argv.includes("--no-pgboss")) {
     const text = await (await import("./bench/pgboss.js")).pgbossBench({ quick: QUICK });
