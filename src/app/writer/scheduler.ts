@@ -219,7 +219,8 @@ export class Scheduler<A extends Ask> {
 
   async #round(kind: "full" | "probe" | "arrivals"): Promise<void> {
     if (this.#claimer.prepare !== undefined) await this.#claimer.prepare();
-    const all = this.#claimer.asks();
+    // A snapshot: asks that arrive while the claims are out are the next round's.
+    const all = [...this.#claimer.asks()];
     let round = all;
     if (kind === "probe") {
       const least = leastPicky(all);

@@ -92,6 +92,28 @@ it("a waiter that leaves while its claim is under way: the leases taken for it a
   }
 });
 
+it("a waiter that arrives while a round's claims are out is served by the next round", async () => {
+  proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
+  const slow = await LibsqlTransport.create(proxy.url);
+  try {
+    const d = new Dispatcher(slow, 60_000);
+    const early = wait(d, "early", { waitMs: 5_000 });
+    await waitFor(async () => d.stats.rounds === 1, { what: "the arrival's claim" });
+    // The publish's round: its claim held while the second waiter arrives.
+    proxy.inject({ kind: "delay", ms: 300 }, { match: "tq_claimed_at AS stamp" });
+    await slow.publishMany([
+      { groupId: "a", event: "a" },
+      { groupId: "b", event: "b" },
+    ]);
+    await waitFor(async () => proxy?.stats.delay === 1, { what: "the round's claim to be held" });
+    const late = wait(d, "late", { waitMs: 5_000 });
+    const got = (await Promise.all([early, late])).map((l) => (l[0] as Lease | undefined)?.event);
+    expect(got).toEqual(["a", "b"]);
+  } finally {
+    slow.close();
+  }
+});
+
 it("a re-check costs one probing claim, whatever the number of waiters; a probe that finds something serves them all", async () => {
   const d = new Dispatcher(t, 100);
   const waiters = Array.from({ length: 5 }, (_, i) => wait(d, `w${i}`, { minPriority: i === 3 ? 0 : 1 }));
