@@ -1,8 +1,7 @@
 /**
  * The dashboard in a real browser: Chromium (Debian's if installed, else the one @sparticuz/chromium
  * ships; test/support/chromium.ts), driven by playwright-core, against the Worker as `wrangler dev`
- * serves it (scripts/support/worker.ts) and the real sqld. Set DASHBOARD_SCREENSHOT to a path to keep the
- * screenshot (`DASHBOARD_SCREENSHOT=docs/dashboard.png npx vitest run test/browser`).
+ * serves it (scripts/support/worker.ts) and the real sqld. (The screenshot in the docs: test/browser/charts.test.ts.)
  */
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -146,8 +145,6 @@ describe("the dashboard", () => {
     // Events are shown as text, never as markup.
     expect(await row.locator("td.event").textContent()).toBe('{"charge":42,"card":"<b>not markup</b>"}');
     expect(await row.locator("b").count()).toBe(0);
-    if (process.env.DASHBOARD_SCREENSHOT)
-      await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT, fullPage: true });
 
     await row.locator('button[data-action="redrive"]').click();
     await page

@@ -1,10 +1,12 @@
 /**
  * `GET /dashboard` and its script: the queues (a picker and their counts), then the chosen queue's
- * counters, the groups worth watching, the dead letters (redrive, delete) and the push
- * subscriptions, refreshed in place. It reads and writes only through the `/v1` API with the bearer token
+ * counters, its last hour in charts (src/app/pages/charts.ts), the groups worth watching (a group's
+ * next messages, and its purge), the dead letters (redrive, delete) and the push subscriptions,
+ * refreshed in place. It reads and writes only through the `/v1` API with the bearer token
  * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
+import { CHARTS_JS } from "./charts.js";
 import { esc, page } from "./html.js";
 
 export const dashboardHtml = (base: string) =>
@@ -31,11 +33,31 @@ export const dashboardHtml = (base: string) =>
     <span id="problem" class="error" role="alert"></span>
   </div>
   <section id="counters" class="counters" aria-label="Counters"></section>
+  <h2>Last hour</h2>
+  <p id="charts-empty" class="empty" hidden>No samples yet: the queue's writer takes one when the queue is written, at most one a minute (<code>QUEUE_SAMPLE_SECONDS</code>).</p>
+  <div id="charts" class="charts" hidden>
+${[
+  ["backlog", "Backlog by state"],
+  ["throughput", "Published and acked per minute"],
+  ["age", "Oldest message's age"],
+]
+  .map(
+    ([id, title]) =>
+      `    <figure id="chart-${id}" class="chart" data-title="${title}"><figcaption>${title}</figcaption><div class="plot"></div><div class="legend-box"></div></figure>`,
+  )
+  .join("\n")}
+  </div>
   <h2>Queues</h2>
   <table id="queues"><thead><tr><th>queue</th><th>shards</th><th>ready</th><th>waiting</th><th>in flight</th><th>dead letters</th></tr></thead><tbody></tbody></table>
   <h2>Groups in flight, parked, and next in line</h2>
   <table id="groups"><thead><tr><th>group</th><th>messages</th><th>priority</th><th>state</th><th>last claimed</th></tr></thead><tbody></tbody></table>
   <p id="groups-empty" class="empty" hidden>No messages in the queue.</p>
+  <section id="group" class="group-panel" hidden aria-label="Group">
+    <h3>Group <code id="group-name"></code>: its next messages</h3>
+    <table id="group-messages"><thead><tr><th>seq</th><th>state</th><th>attempts</th><th>event</th><th>published</th></tr></thead><tbody></tbody></table>
+    <p id="group-empty" class="empty" hidden>No messages in this group.</p>
+    <p><button id="purge" type="button" class="danger">Purge this group</button> <button id="group-close" type="button">Close</button></p>
+  </section>
   <h2>Dead letters</h2>
   <table id="dead-letters"><thead><tr><th>seq</th><th>group</th><th>event</th><th>attempts</th><th>reason</th><th>died</th><th></th></tr></thead><tbody></tbody></table>
   <p id="dead-empty" class="empty" hidden>No dead letters.</p>
@@ -63,12 +85,16 @@ export const DASHBOARD_JS = `"use strict";
     ["groups", "groups"],
     ["dead_letters", "dead letters"],
     ["subscriptions", "push subscriptions"],
+    ["oldest_age", "oldest message's age"],
   ];
   const $ = (id) => document.getElementById(id);
+${CHARTS_JS}
   // Where the app is mounted ("" at the root): every API path starts there.
   const BASE = document.body.dataset.base || "";
   let timer;
   let loading = false;
+  // The group whose next messages are shown (null: none).
+  let shownGroup = null;
 
   const token = () => sessionStorage.getItem(KEY);
   // The queue shown: kept in this tab, like the token; "default" is the one /v1/... serves.
@@ -126,6 +152,9 @@ export const DASHBOARD_JS = `"use strict";
   }
 
   const time = (epoch) => (epoch ? new Date(epoch * 1000).toLocaleString() : "never");
+  /** Seconds as a person reads them: 4.2 s, 12 min, 3.5 h. */
+  const duration = (s) =>
+    s < 60 ? Math.round(s * 10) / 10 + " s" : s < 3600 ? Math.round(s / 60) + " min" : Math.round(s / 360) / 10 + " h";
 
   function renderCounters(stats) {
     const box = $("counters");
@@ -134,13 +163,13 @@ export const DASHBOARD_JS = `"use strict";
     // Counters the API adds later (subscriptions, ...) show up without a change here.
     const extra = Object.keys(stats).filter((k) => !known.has(k) && typeof stats[k] === "number");
     for (const [key, label] of COUNTERS.concat(extra.map((k) => [k, k.replace(/_/g, " ")]))) {
-      if (typeof stats[key] !== "number") continue;
+      if (typeof stats[key] !== "number" && !(key === "oldest_age" && key in stats)) continue;
       const div = document.createElement("div");
       div.className = "counter";
       div.dataset.counter = key;
       const value = document.createElement("span");
       value.className = "value";
-      value.textContent = String(stats[key]);
+      value.textContent = key === "oldest_age" ? (stats[key] === null ? "–" : duration(stats[key])) : String(stats[key]);
       if (stats[key] === 0) value.dataset.zero = "";
       const name = document.createElement("span");
       name.className = "label";
@@ -162,9 +191,54 @@ export const DASHBOARD_JS = `"use strict";
       const state = g.in_flight ? "in_flight" : g.parked ? "parked" : "idle";
       cell(row, state.replace("_", " "), "state-" + state);
       cell(row, time(g.last_claimed_at));
+      row.title = "Show its next messages";
+      row.addEventListener("click", () => showGroup(g.group_id));
       body.appendChild(row);
     }
     $("groups-empty").hidden = groups.length > 0;
+  }
+
+  const groupPath = (group) => inQueue("/v1/groups/" + encodeURIComponent(group) + "/messages");
+
+  function showGroup(group) {
+    shownGroup = group;
+    refresh();
+  }
+
+  function renderGroup(peek) {
+    $("group").hidden = peek === null;
+    if (peek === null) return;
+    $("group-name").textContent = shownGroup;
+    const body = $("group-messages").querySelector("tbody");
+    body.replaceChildren();
+    for (const m of peek.messages) {
+      const row = document.createElement("tr");
+      row.dataset.seq = String(m.seq);
+      cell(row, String(m.seq));
+      cell(row, m.state.replace("_", " "), "state-" + m.state);
+      cell(row, String(m.attempts));
+      const json = JSON.stringify(m.event);
+      cell(row, json.length > 200 ? json.slice(0, 200) + "…" : json, "event").title = json.slice(0, 2000);
+      cell(row, time(m.published_at));
+      body.appendChild(row);
+    }
+    $("group-empty").hidden = peek.messages.length > 0;
+    $("purge").disabled = peek.messages.length === 0;
+  }
+
+  async function purgeGroup() {
+    const group = shownGroup;
+    if (group === null) return;
+    if (!confirm("Purge every message of group " + group + ", the one in flight too? This cannot be undone.")) return;
+    $("purge").disabled = true;
+    try {
+      const answer = await api(groupPath(group), "DELETE");
+      $("notice").textContent = "Purged " + answer.purged + " messages from group " + group + ".";
+    } catch (e) {
+      if (e instanceof Unauthorized) return showLogin("The API refused this token (401). Check QUEUE_TOKEN.");
+      $("problem").textContent = "Could not purge " + group + ": " + e.message;
+    }
+    await refresh();
   }
 
   function renderDeadLetters(page) {
@@ -240,6 +314,7 @@ export const DASHBOARD_JS = `"use strict";
 
   function choose(name) {
     sessionStorage.setItem(QUEUE_KEY, name);
+    shownGroup = null;
     refresh();
   }
 
@@ -251,13 +326,17 @@ export const DASHBOARD_JS = `"use strict";
       // A queue deleted meanwhile: back to the default one.
       if (!queues.queues.some((q) => q.name === queue())) sessionStorage.removeItem(QUEUE_KEY);
       renderQueues(queues);
-      const [stats, groups, dead, subs] = await Promise.all([
+      const [stats, groups, dead, subs, history, peek] = await Promise.all([
         api(inQueue("/v1/stats")),
         api(inQueue("/v1/groups?limit=10")),
         api(inQueue("/v1/dead-letters?limit=50")),
         api(inQueue("/v1/subscriptions")),
+        api(inQueue("/v1/history")),
+        shownGroup === null ? null : api(groupPath(shownGroup) + "?limit=10"),
       ]);
       renderCounters({ ...stats, subscriptions: subs.subscriptions.length });
+      renderCharts(history);
+      renderGroup(peek);
       renderSubscriptions(subs);
       renderGroups(groups.groups);
       renderDeadLetters(dead);
@@ -307,6 +386,11 @@ export const DASHBOARD_JS = `"use strict";
     showLogin("");
   });
   $("refresh").addEventListener("click", refresh);
+  $("purge").addEventListener("click", purgeGroup);
+  $("group-close").addEventListener("click", () => {
+    shownGroup = null;
+    renderGroup(null);
+  });
   $("queue").addEventListener("change", (event) => choose(event.target.value));
   $("auto").addEventListener("change", schedule);
 

@@ -50,5 +50,23 @@ td:last-child button { margin: .1rem 0; } #dead-letters td:last-child { white-sp
 #queues tbody tr { cursor: pointer; } #queues tr.chosen td { font-weight: 700; color: var(--accent); }
 select { font: inherit; padding: .25rem .4rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
 form.login { max-width: 36rem; margin: 3rem auto; padding: 1.5rem; border: 1px solid var(--line); border-radius: 8px; }
+#groups tbody tr { cursor: pointer; } #groups tbody tr:hover td { background: var(--panel); }
+.group-panel { border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; margin: .5rem 0 1rem; }
+.state-delayed { color: var(--muted); }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(19rem, 1fr)); gap: .75rem; }
+.chart { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; }
+.chart figcaption { font-size: .85rem; color: var(--muted); font-weight: 600; margin-bottom: .3rem; }
+.plot svg { display: block; width: 100%; height: 7.5rem; overflow: visible; }
+.plot .grid { stroke: var(--line); stroke-width: 1; vector-effect: non-scaling-stroke; }
+.plot .line { fill: none; stroke-width: 2; vector-effect: non-scaling-stroke; stroke-linejoin: round; }
+.legend { display: flex; flex-wrap: wrap; gap: .15rem .8rem; font-size: .8rem; margin-top: .35rem; }
+.legend .key::before { content: ""; display: inline-block; width: .7rem; height: .7rem; border-radius: 2px;
+  margin-right: .3rem; vertical-align: -.05rem; background: currentColor; }
+.scale { font-size: .75rem; color: var(--muted); }
+.series-ready { stroke: var(--ok); color: var(--ok); } .series-waiting { stroke: #8250df; color: #8250df; }
+.series-in_flight { stroke: var(--accent); color: var(--accent); } .series-parked { stroke: var(--warn); color: var(--warn); }
+.series-delayed { stroke: var(--muted); color: var(--muted); } .series-dead_letters { stroke: var(--bad); color: var(--bad); }
+.series-published { stroke: var(--accent); color: var(--accent); } .series-acked { stroke: var(--ok); color: var(--ok); }
+.series-oldest_age { stroke: var(--warn); color: var(--warn); }
 [hidden] { display: none !important; }
 `;

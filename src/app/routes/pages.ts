@@ -51,7 +51,7 @@ export const dashboard = html(
   "The dashboard",
   "/dashboard",
   "dashboard",
-  "Counters, groups in flight and next in line, and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
+  "Counters, the last hour in charts (backlog by state, published and acked per minute, oldest age), groups in flight and next in line (a group's next messages, purge), and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
 );
 const asset = (path: `/${string}`, operationId: string, content: "text/css" | "text/javascript") =>
   defineRoute({
