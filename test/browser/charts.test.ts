@@ -11,6 +11,7 @@ import { type RunningWorker, startWorker } from "../../scripts/support/worker.js
 import type * as T from "../../src/contract/types.js";
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
+import { apiAt } from "../support/api.js";
 import { launchChromium } from "../support/chromium.js";
 import { resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
@@ -22,18 +23,13 @@ let worker: RunningWorker;
 let browser: Browser;
 let page: Page;
 
+const call = apiAt(() => worker.url, TOKEN);
+
+/** A call that must succeed: its answer's body. */
 async function api<B>(path: string, method = "GET", json?: unknown): Promise<B> {
-  const res = await fetch(`${worker.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(json === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: json === undefined ? undefined : JSON.stringify(json),
-  });
-  const text = await res.text();
-  expect(res.ok, text).toBe(true);
-  return (text ? JSON.parse(text) : undefined) as B;
+  const res = await call<B>(path, method, json);
+  expect(res.status, JSON.stringify(res.body)).toBeLessThan(300);
+  return res.body;
 }
 
 /** Waits until the writer's last two samples show `acked` (the queue has been quiet for one sample). */

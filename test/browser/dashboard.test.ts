@@ -11,6 +11,7 @@ import { type RunningWorker, startWorker } from "../../scripts/support/worker.js
 import type * as T from "../../src/contract/types.js";
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
+import { apiAt } from "../support/api.js";
 import { launchChromium } from "../support/chromium.js";
 import { resetDatabase } from "../support/db.js";
 
@@ -22,18 +23,7 @@ let browser: Browser;
 let page: Page;
 
 /** A call to the API from Node, as any client would make it. */
-async function api<B>(path: string, method = "GET", json?: unknown): Promise<{ status: number; body: B }> {
-  const res = await fetch(`${worker.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(json === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: json === undefined ? undefined : JSON.stringify(json),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as B };
-}
+const api = apiAt(() => worker.url, TOKEN);
 
 /**
  * Publishes into `group` at priority 4 and nacks until the message is a dead letter (claiming with

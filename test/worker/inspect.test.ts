@@ -4,18 +4,12 @@
  * history adds up the shards' writers' samples). Bad input is refused naming the field, with
  * nothing changed.
  */
-import { afterAll, beforeAll, beforeEach, expect, it } from "vitest";
+import { beforeEach, expect, it } from "vitest";
 import type * as T from "../../src/contract/types.js";
-import { api, emptyMappedDatabases, post, resetDatabase } from "./support.js";
+import { api, post, resetDatabase, withoutQueues } from "./support.js";
 
 beforeEach(resetDatabase);
-beforeAll(async () => {
-  await api("/v1/queues/billing?force=true", { method: "DELETE" });
-  await emptyMappedDatabases();
-});
-afterAll(async () => {
-  await api("/v1/queues/billing?force=true", { method: "DELETE" });
-});
+withoutQueues("billing");
 
 it("peeks at a group's next messages without claiming them, and purges them", async () => {
   const pub = await post<T.PublishBatchAnswer>("/v1/messages", {

@@ -4,11 +4,11 @@
  * as messages flow, per queue, added up over a sharded queue's shards. (That the counters outlive
  * the writer's eviction: test/app/eviction.test.ts.)
  */
-import { afterAll, beforeAll, beforeEach, expect, inject, it } from "vitest";
+import { beforeEach, expect, inject, it } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import { type Scrape, scrape } from "../support/prometheus.js";
 import { waitFor } from "../support/wait.js";
-import { api, emptyMappedDatabases, post, resetDatabase } from "./support.js";
+import { api, post, resetDatabase, withoutQueues } from "./support.js";
 
 const metrics = async (): Promise<Scrape> => {
   const res = await api("/metrics");
@@ -30,13 +30,7 @@ const claim = (path = "/v1/claims", extra: Record<string, unknown> = {}) =>
   post<T.Lease>(path, { worker_id: "w", visibility: 30, ...extra });
 
 beforeEach(resetDatabase);
-beforeAll(async () => {
-  await api("/v1/queues/billing?force=true", { method: "DELETE" });
-  await emptyMappedDatabases();
-});
-afterAll(async () => {
-  await api("/v1/queues/billing?force=true", { method: "DELETE" });
-});
+withoutQueues("billing");
 
 it("needs the bearer token", async () => {
   const res = await api("/metrics", { token: null });

@@ -7,25 +7,16 @@
  */
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { beforeAll, describe, expect, inject, it } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import { MAX_SHARDS, shardOf } from "../../src/rules.js";
 import { waitFor } from "../support/wait.js";
-import { api, emptyMappedDatabases, post, resetDatabase } from "./support.js";
+import { api, post, resetDatabase, withoutQueues } from "./support.js";
 
 const queueNames = async () => (await api<T.QueueList>("/v1/queues")).body.queues.map((q) => q.name);
 
-beforeAll(async () => {
-  await resetDatabase();
-  for (const q of ["emails", "billing"]) {
-    const res = await api(`/v1/queues/${q}?force=true`, { method: "DELETE" });
-    expect([204, 404]).toContain(res.status);
-  }
-  await emptyMappedDatabases();
-});
-afterAll(async () => {
-  for (const q of ["emails", "billing"]) await api(`/v1/queues/${q}?force=true`, { method: "DELETE" });
-});
+beforeAll(resetDatabase);
+withoutQueues("emails", "billing");
 
 describe("named queues", () => {
   it("are made once (201, then 200), listed with their counts, and refuse a new shard count", async () => {

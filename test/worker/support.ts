@@ -2,7 +2,7 @@
 
 import { env, exports } from "cloudflare:workers";
 import { createClient } from "@libsql/client/web";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { TEST_TOKEN } from "./constants.js";
@@ -156,4 +156,19 @@ export async function emptyMappedDatabases(): Promise<void> {
     });
     await res.text();
   }
+}
+
+/** For a file that makes the named queues `names`: gone (with their databases emptied) before it, and after. */
+export function withoutQueues(...names: string[]): void {
+  const drop = async () => {
+    for (const q of names) {
+      const res = await api(`/v1/queues/${q}?force=true`, { method: "DELETE" });
+      if (res.status !== 204 && res.status !== 404) throw new Error(`could not delete queue ${q}: ${res.text}`);
+    }
+  };
+  beforeAll(async () => {
+    await drop();
+    await emptyMappedDatabases();
+  });
+  afterAll(drop);
 }

@@ -151,6 +151,12 @@ ${CHARTS_JS}
     return td;
   }
 
+  /** An event as JSON text, cut at 200 characters (its first 2,000 on hover). */
+  function eventCell(row, event) {
+    const json = JSON.stringify(event);
+    cell(row, json.length > 200 ? json.slice(0, 200) + "…" : json, "event").title = json.slice(0, 2000);
+  }
+
   const time = (epoch) => (epoch ? new Date(epoch * 1000).toLocaleString() : "never");
   /** Seconds as a person reads them: 4.2 s, 12 min, 3.5 h. */
   const duration = (s) =>
@@ -217,8 +223,7 @@ ${CHARTS_JS}
       cell(row, String(m.seq));
       cell(row, m.state.replace("_", " "), "state-" + m.state);
       cell(row, String(m.attempts));
-      const json = JSON.stringify(m.event);
-      cell(row, json.length > 200 ? json.slice(0, 200) + "…" : json, "event").title = json.slice(0, 2000);
+      eventCell(row, m.event);
       cell(row, time(m.published_at));
       body.appendChild(row);
     }
@@ -249,8 +254,7 @@ ${CHARTS_JS}
       row.dataset.seq = String(d.seq);
       cell(row, String(d.seq));
       cell(row, d.group_id);
-      const json = JSON.stringify(d.event);
-      cell(row, json.length > 200 ? json.slice(0, 200) + "…" : json, "event").title = json.slice(0, 2000);
+      eventCell(row, d.event);
       cell(row, String(d.attempts));
       cell(row, d.reason);
       cell(row, time(d.dead_at));
