@@ -6,9 +6,10 @@
  *
  * - **Library**: `consume()` on a `ShardedQueue` of N `LibsqlTransport`s through the proxy (one
  *   database, no ShardedQueue, for one shard), draining a backlog published beforehand straight to
- *   sqld: at concurrency 8, 64, 256 and 256 × N (at most 1,000); then experiments that lift one bound
- *   at a time (`Variant`): N `consume(256)` loops on the one queue, one loop per shard's transport,
- *   claims that take every free slot per round trip (`wideClaims`), a larger `maxBatchStatements`.
+ *   sqld: at concurrency 8, 64, 256 and 256 × N (at most 1,000); then (`Variant`) N `consume(256)`
+ *   loops on the one queue, one loop per shard's transport, a larger `maxBatchStatements`, and, with
+ *   `--before=DIR`, the consume() of another checkout in DIR (say a `git archive` of the last commit,
+ *   with node_modules linked) on the same queues, cell after cell: before and after in one run.
  * - **Worker**: the production bundle under Miniflare on its direct socket (QueueWriters reach the
  *   shards through the proxy; the admin API is not behind it), queues made with `PUT /v1/queues/{q}`
  *   `{"shards": N}`, drained by `consume()` over the HTTP client.
@@ -23,10 +24,12 @@
  * by an error budget; every wait by a deadline. `npm run bench:distance` (scripts/bench.ts
  * `--distance-only`, `--quick` for a short grid) runs it alone.
  */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import type { ConsumerQueue } from "../../src/client/consume.js";
 import { createClient, type QueueClient } from "../../src/client/index.js";
 import { sqldNamespaces } from "../../src/core/databases.js";
-import { consume, LibsqlTransport, MAX_CLAIM_BATCH, ShardedQueue } from "../../src/index.js";
+import { consume, LibsqlTransport, ShardedQueue } from "../../src/index.js";
 import { shardDatabaseName } from "../../src/rules.js";
 import { startConsumer } from "../support/consumer.js";
 import { serveWorker } from "../support/miniflare.js";
@@ -104,18 +107,27 @@ interface Cell {
 }
 
 /**
- * Library experiments, to show what bounds consume() by lifting one bound at a time:
+ * Cells besides consume() as it is:
+ * - `before`: the consume() of the checkout given with `--before=DIR`, on the same queues;
  * - `perShard`: each loop on one shard's transport (no ShardedQueue between the shards);
- * - `wideClaims`: consume() through `wideClaims()`, which claims every free slot per round trip
- *   instead of at most MAX_CLAIM_BATCH (100);
- * - `wideClaims+batch4000`: the same, on a transport with `maxBatchStatements: 4000` (default 800).
+ * - `batch<N>`: on transports with `maxBatchStatements: N` (`BATCHES`).
  */
-type Variant = "perShard" | "wideClaims" | "wideClaims+batch4000";
-const VARIANT_LABEL: Record<Variant, string> = {
-  perShard: "one per shard",
-  wideClaims: "every free slot claimed",
-  "wideClaims+batch4000": "every free slot claimed, maxBatchStatements 4000",
-};
+type Variant = "before" | "perShard" | `batch${number}`;
+const label = (v: Variant) =>
+  v === "before" ? "before" : v === "perShard" ? "one per shard" : `maxBatchStatements ${batchOf(v)}`;
+const batchOf = (v: Variant | undefined) => (v?.startsWith("batch") ? Number(v.slice(5)) : undefined);
+/** The write batch sizes one database's consume(1000) is also run with (the default is 800). */
+const BATCHES = [2100, 4000] as const;
+
+type Consume = typeof consume;
+
+/** `--before=DIR`: the consume() of the checkout in DIR, to run beside this one. */
+async function beforeConsume(): Promise<Consume | undefined> {
+  const arg = process.argv.find((a) => a.startsWith("--before="));
+  if (arg === undefined) return undefined;
+  const file = resolve(arg.slice("--before=".length), "src/client/consume.ts");
+  return ((await import(pathToFileURL(file).href)) as { consume: Consume }).consume;
+}
 
 interface CellResult extends Cell {
   /** The issue's measure: messages acked over the whole drain (start to last ack answered). */
@@ -184,7 +196,14 @@ interface Drained {
  * `loops` consume() loops of `concurrency` each on `queues[i % queues.length]`, until `backlog`
  * messages were handled (then stopped, their acks sent), `maxMs` passed, or 50 errors.
  */
-async function drain(queues: ConsumerQueue[], loops: number, concurrency: number, backlog: number, maxMs: number) {
+async function drain(
+  run: Consume,
+  queues: ConsumerQueue[],
+  loops: number,
+  concurrency: number,
+  backlog: number,
+  maxMs: number,
+) {
   const stop = new AbortController();
   let handled = 0;
   let tFirst = Number.NaN;
@@ -197,7 +216,7 @@ async function drain(queues: ConsumerQueue[], loops: number, concurrency: number
   const t0 = performance.now();
   const summaries = await Promise.all(
     Array.from({ length: loops }, (_, i) =>
-      consume(
+      run(
         queues[i % queues.length] as ConsumerQueue,
         () => {
           handled++;
@@ -262,36 +281,6 @@ async function until(what: string, ms: number, probe: () => boolean | Promise<bo
 
 const depthOf = (s: { ready: number; waiting: number; inFlight: number; parked: number; delayed: number }) =>
   s.ready + s.waiting + s.inFlight + s.parked + s.delayed;
-
-/**
- * An experiment, not the library: consume() claims at most MAX_CLAIM_BATCH (100) leases per claim
- * with one claim in flight (src/client/consume.ts); through this queue each of its claims takes every
- * free slot instead, in claims of at most 100 sent in the same tick (the library's group commit
- * carries them in one batch per database). consume() acks before it claims, in the same tick, so
- * the count of leases held is right when the claim is sized.
- */
-function wideClaims(queue: LibsqlTransport | ShardedQueue, concurrency: number): ConsumerQueue {
-  let held = 0;
-  const settle = <T>(f: () => Promise<T>): Promise<T> => {
-    held--;
-    return f();
-  };
-  return {
-    async claimMany<E>(workerId: string, visibility: number, n: number, minPriority?: number) {
-      const free = Math.max(n, concurrency - held);
-      const sizes: number[] = [];
-      for (let left = free; left > 0; left -= MAX_CLAIM_BATCH) sizes.push(Math.min(MAX_CLAIM_BATCH, left));
-      const lists = await Promise.all(sizes.map((k) => queue.claimMany<E>(workerId, visibility, k, minPriority)));
-      const leases = lists.flat();
-      held += leases.length;
-      return leases;
-    },
-    ack: (lease) => settle(() => queue.ack(lease)),
-    nack: (lease, delay) => settle(() => queue.nack(lease, delay)),
-    release: (lease) => settle(() => queue.release(lease)),
-    extend: (lease, visibility) => queue.extend(lease, visibility),
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // delivery latency through the Worker
@@ -368,6 +357,7 @@ export async function distanceBench(opts: {
   config?: DistanceConfig;
 }): Promise<{ text: string; figures: Record<string, number> }> {
   const cfg = opts.config ?? (opts.quick ? DISTANCE_QUICK : DISTANCE_FULL);
+  const before = await beforeConsume();
   const started = performance.now();
   const sqld = await startSqld({ namespaces: true });
   const adminUrl = sqld.adminUrl as string;
@@ -401,7 +391,8 @@ export async function distanceBench(opts: {
     const th0 = threadCpuMs(workerd);
     const cpu0 = { sqld: cpuMsOf([sqld.process.pid ?? 0]), workerd: cpuMsOf(workerd), node: nodeCpuMs() };
     const maxMs = cell.concurrency < 256 ? cfg.lowDrainMs : cfg.drainMs;
-    const d = await drain(queues, cell.loops, cell.concurrency, cfg.backlog, maxMs);
+    const run = cell.variant === "before" ? (before as Consume) : consume;
+    const d = await drain(run, queues, cell.loops, cell.concurrency, cfg.backlog, maxMs);
     const cpu1 = { sqld: cpuMsOf([sqld.process.pid ?? 0]), workerd: cpuMsOf(workerd), node: nodeCpuMs() };
     const th1 = threadCpuMs(workerd);
     const requests = counter.sum(counter.requests, namespaces) - req0;
@@ -455,19 +446,14 @@ export async function distanceBench(opts: {
       namespaces.map((namespace) =>
         LibsqlTransport.create(proxy.url, {
           namespace,
-          ...(cell.variant === "wideClaims+batch4000" ? { maxBatchStatements: 4000 } : {}),
+          ...(batchOf(cell.variant) ? { maxBatchStatements: batchOf(cell.variant) } : {}),
         }),
       ),
     );
     // One database, no sharding, for one shard (the issue's baseline); a ShardedQueue otherwise.
     const queue = cell.shards === 1 ? (transports[0] as LibsqlTransport) : new ShardedQueue(transports);
     try {
-      const queues =
-        cell.variant === "perShard"
-          ? transports
-          : cell.variant === undefined
-            ? [queue]
-            : [wideClaims(queue, cell.concurrency * cell.loops)];
+      const queues = cell.variant === "perShard" ? transports : [queue];
       await measure(cell, namespaces, queues);
     } finally {
       queue.close();
@@ -515,27 +501,28 @@ export async function distanceBench(opts: {
       proxy.latencyMs = distance;
       progress(`distance: round trip +${distance} ms`);
       for (const shards of cfg.shards) {
+        // consume() as it is, and (with --before) the other checkout's beside it, cell after cell.
+        const pair = (c: Omit<Cell, "path" | "distance" | "shards">): Omit<Cell, "path" | "distance" | "shards">[] =>
+          before ? [{ ...c, variant: "before" }, c] : [c];
         const lib: Cell[] = [
           ...cfg.low.map((c) => ({ concurrency: c, loops: 1 })),
-          { concurrency: 256, loops: 1 },
-          { concurrency: 256, loops: 1, variant: "wideClaims" as const },
+          ...pair({ concurrency: 256, loops: 1 }),
           ...(shards > 1
             ? [
-                { concurrency: wide(shards), loops: 1 },
-                { concurrency: wide(shards), loops: 1, variant: "wideClaims" as const },
+                ...pair({ concurrency: wide(shards), loops: 1 }),
                 { concurrency: 256, loops: shards },
                 { concurrency: 256, loops: shards, variant: "perShard" as const },
               ]
             : [
                 ...cfg.oneShardLoops.map((loops) => ({ concurrency: 256, loops })),
-                { concurrency: MAX_CONCURRENCY, loops: 1, variant: "wideClaims" as const },
-                { concurrency: MAX_CONCURRENCY, loops: 1, variant: "wideClaims+batch4000" as const },
+                { concurrency: MAX_CONCURRENCY, loops: 1 },
+                ...BATCHES.map((b) => ({ concurrency: MAX_CONCURRENCY, loops: 1, variant: `batch${b}` as const })),
               ]),
         ].map((c) => ({ path: "library" as const, distance, shards, ...c }));
         for (const cell of lib) await libraryCell(cell);
         if (admin) {
           const wk: Cell[] = [
-            { concurrency: 256, loops: 1 },
+            ...pair({ concurrency: 256, loops: 1 }),
             ...(shards > 1
               ? [
                   { concurrency: wide(shards), loops: 1 },
@@ -597,10 +584,11 @@ export async function distanceBench(opts: {
   const ratio = (a: CellResult | undefined, b: CellResult | undefined) =>
     a && b ? `${fmt(a.msgsPerSec / b.msgsPerSec, 2)}x` : "-";
 
-  // The issue's grid (consume() as it is), what lifts its bounds (library experiments), the Worker.
+  // The issue's grid (before and after, when --before ran), more loops and one loop per shard, the Worker.
   const libRows: string[][] = [];
   const liftRows: string[][] = [];
   const wkRows: string[][] = [];
+  const was = (r: CellResult | undefined) => (before ? [rateOf(r)] : []);
   for (const d of cfg.distances) {
     for (const s of cfg.shards) {
       const one = find("library", d, 1, 256);
@@ -608,24 +596,29 @@ export async function distanceBench(opts: {
         `+${d} ms`,
         String(s),
         ...cfg.low.map((c) => rateOf(find("library", d, s, c))),
+        ...was(find("library", d, s, 256, 1, "before")),
         rateOf(find("library", d, s, 256)),
+        ...(s > 1 ? was(find("library", d, s, wide(s), 1, "before")) : before ? ["-"] : []),
         s > 1 ? rateOf(find("library", d, s, wide(s))) : "-",
         ratio(find("library", d, s, 256), one),
+        s > 1 ? ratio(find("library", d, s, wide(s)), one) : "-",
       ]);
-      liftRows.push([
-        `+${d} ms`,
-        String(s),
-        rateOf(find("library", d, s, 256)),
-        s > 1 ? rateOf(find("library", d, s, 256, s)) : "-",
-        s > 1 ? rateOf(find("library", d, s, 256, s, "perShard")) : "-",
-        rateOf(find("library", d, s, 256, 1, "wideClaims")),
-        s > 1 ? rateOf(find("library", d, s, wide(s), 1, "wideClaims")) : "-",
-      ]);
+      if (s > 1) {
+        liftRows.push([
+          `+${d} ms`,
+          String(s),
+          rateOf(find("library", d, s, 256)),
+          rateOf(find("library", d, s, wide(s))),
+          rateOf(find("library", d, s, 256, s)),
+          rateOf(find("library", d, s, 256, s, "perShard")),
+        ]);
+      }
       if (admin) {
         const w1 = find("worker", d, 1, 256);
         wkRows.push([
           `+${d} ms`,
           String(s),
+          ...was(find("worker", d, s, 256, 1, "before")),
           rateOf(find("worker", d, s, 256)),
           s > 1 ? rateOf(find("worker", d, s, wide(s))) : "-",
           s > 1
@@ -641,17 +634,16 @@ export async function distanceBench(opts: {
     `+${d} ms`,
     rateOf(find("library", d, 1, 256)),
     ...cfg.oneShardLoops.map((l) => rateOf(find("library", d, 1, 256, l))),
-    rateOf(find("library", d, 1, 256, 1, "wideClaims")),
-    rateOf(find("library", d, 1, MAX_CONCURRENCY, 1, "wideClaims")),
-    rateOf(find("library", d, 1, MAX_CONCURRENCY, 1, "wideClaims+batch4000")),
+    rateOf(find("library", d, 1, MAX_CONCURRENCY)),
+    ...BATCHES.map((b) => rateOf(find("library", d, 1, MAX_CONCURRENCY, 1, `batch${b}`))),
   ]);
 
   const consumers = (r: CellResult) =>
     r.loops > 1
-      ? `${r.loops} × consume(${r.concurrency})${r.variant ? `, ${VARIANT_LABEL[r.variant]}` : ""}`
-      : `consume(${r.concurrency})${r.variant ? `, ${VARIANT_LABEL[r.variant]}` : ""}`;
+      ? `${r.loops} × consume(${r.concurrency})${r.variant ? `, ${label(r.variant)}` : ""}`
+      : `consume(${r.concurrency})${r.variant ? `, ${label(r.variant)}` : ""}`;
   const perMsgRows = results
-    .filter((r) => r.concurrency === 256 && (r.loops === 1 || r.loops === r.shards))
+    .filter((r) => r.concurrency === 256 || r.concurrency === wide(r.shards))
     .map((r) => [
       r.path,
       `+${r.distance} ms`,
@@ -715,10 +707,10 @@ export async function distanceBench(opts: {
     ratio: boolean;
   }
   const targets: Target[] = [];
-  const against = (path: Path, label: string, r: CellResult | undefined, one: CellResult | undefined) => {
+  const against = (path: Path, label: string, r: CellResult | undefined, one: CellResult | undefined, of = "") => {
     if (!r || !one) return;
     targets.push({
-      name: `${path} +${far} ms: 4 shards ${label} / 1 shard consume(256)`,
+      name: `${path} +${far} ms: 4 shards ${label} / 1 shard consume(256)${of}`,
       value: r.msgsPerSec / one.msgsPerSec,
       steady: r.steadyPerSec / one.steadyPerSec,
       goal: 3.5,
@@ -736,35 +728,27 @@ export async function distanceBench(opts: {
     });
   };
   const ways = (path: Path): [string, CellResult | undefined][] => [
+    ...(before
+      ? ([
+          ["consume(256), before", find(path, far, 4, 256, 1, "before")],
+          [`consume(${wide(4)}), before`, find(path, far, 4, wide(4), 1, "before")],
+        ] as [string, CellResult | undefined][])
+      : []),
     ["consume(256)", find(path, far, 4, 256)],
     [`consume(${wide(4)})`, find(path, far, 4, wide(4))],
     ["4 × consume(256)", find(path, far, 4, 256, 4)],
-    ...(path === "library"
-      ? [
-          ["4 × consume(256), one per shard", find(path, far, 4, 256, 4, "perShard")] as [
-            string,
-            CellResult | undefined,
-          ],
-          [`consume(${wide(4)}), every free slot`, find(path, far, 4, wide(4), 1, "wideClaims")] as [
-            string,
-            CellResult | undefined,
-          ],
-        ]
-      : []),
+    ["4 × consume(256), one per shard", find(path, far, 4, 256, 4, "perShard")],
   ];
   for (const path of ["library", "worker"] as const) {
     const one = find(path, far, 1, 256);
-    for (const [label, r] of ways(path)) against(path, label, r, one);
-    absolute(path, "1 shard, consume(256)", one, 1500);
-    if (path === "library") {
-      absolute(path, "1 shard, consume(256), every free slot", find(path, far, 1, 256, 1, "wideClaims"), 1500);
-      absolute(
-        path,
-        `1 shard, consume(${MAX_CONCURRENCY}), every free slot, maxBatchStatements 4000`,
-        find(path, far, 1, MAX_CONCURRENCY, 1, "wideClaims+batch4000"),
-        1500,
-      );
+    const oneBefore = find(path, far, 1, 256, 1, "before");
+    for (const [label, r] of ways(path)) {
+      against(path, label, r, label.endsWith("before") ? oneBefore : one, label.endsWith("before") ? ", before" : "");
     }
+    // Against the one-shard figure the issue started from (consume() before).
+    against(path, `consume(${wide(4)})`, find(path, far, 4, wide(4)), oneBefore, ", before");
+    absolute(path, "1 shard, consume(256), before", oneBefore, 1500);
+    absolute(path, "1 shard, consume(256)", one, 1500);
     for (const [label, r] of ways(path)) absolute(path, `4 shards, ${label}`, r, 5000);
   }
   for (const t of targets) {
@@ -780,22 +764,27 @@ export async function distanceBench(opts: {
     "",
     `One sqld with namespaces (a shard is a namespace) behind a proxy that holds every answer +${cfg.distances.join("/")} ms (the round trip to a primary that far); a backlog of ${fmt(cfg.backlog)} messages over ${fmt(cfg.groups)} groups published straight to sqld, then drained by consume() with a handler that returns at once; each drain bounded by ${fmt(cfg.drainMs / 1000)} s (${fmt(cfg.lowDrainMs / 1000)} s below c=256; a rate marked * did not finish its backlog in that time). Each figure is the drain's rate (messages acked over the drain, as the issue measures), and in brackets the steady rate (from 10% to 90% of the backlog handled: no ramp, no tail). c is consume()'s concurrency: with N shards, c=256 is 256/N per shard; "N × consume(256)" is N loops on the one queue (256 per shard). The whole case took ${fmt(secs)} s.`,
     "",
-    "**Library, as the issue measures it**: `consume()` on a `ShardedQueue` of N `LibsqlTransport`s (one shard: one `LibsqlTransport`, no sharding), msgs/s:",
-    "",
-    table(["round trip", "shards", ...lowHead, "c=256", "c=256×N (≤1,000)", "c=256 vs 1 shard"], libRows),
-    "",
-    "**Library, lifting one bound at a time** (msgs/s): N loops of consume(256) on the one ShardedQueue; one loop per shard on that shard's own transport (no ShardedQueue); consume() whose claims take every free slot per round trip instead of at most 100 (`wideClaims()` in this file: claims of ≤100 sent in the same tick, one batch per database), at c=256 and at c=256×N:",
+    `**Library, as the issue measures it**: \`consume()\` on a \`ShardedQueue\` of N \`LibsqlTransport\`s (one shard: one \`LibsqlTransport\`, no sharding), msgs/s${before ? '; "before" is the consume() of the checkout given with --before, on the same queues in the same run' : ""}:`,
     "",
     table(
       [
         "round trip",
         "shards",
+        ...lowHead,
+        ...(before ? ["c=256 before"] : []),
         "c=256",
-        "N × consume(256)",
-        "N × consume(256), one per shard",
-        "c=256, every free slot",
-        "c=256×N, every free slot",
+        ...(before ? ["c=256×N before"] : []),
+        "c=256×N (≤1,000)",
+        "c=256 vs 1 shard",
+        "c=256×N vs 1 shard c=256",
       ],
+      libRows,
+    ),
+    "",
+    "**Library, N shards: one loop or N** (msgs/s): consume(256) and consume(256×N) on the ShardedQueue; N loops of consume(256) on it; N loops, each on one shard's own transport (no ShardedQueue):",
+    "",
+    table(
+      ["round trip", "shards", "consume(256)", "consume(256×N)", "N × consume(256)", "N × consume(256), one per shard"],
       liftRows,
     ),
     "",
@@ -807,6 +796,7 @@ export async function distanceBench(opts: {
             [
               "round trip",
               "shards",
+              ...(before ? ["c=256 before"] : []),
               "c=256",
               "c=256×N (≤1,000)",
               `N × consume(256) (1 shard: ${Math.max(...cfg.oneShardLoops)})`,
@@ -818,16 +808,15 @@ export async function distanceBench(opts: {
           "",
         ]
       : []),
-    "One database (the library) with more claimed per round trip (a write batch holds at most `maxBatchStatements`, 800 by default: about 260 claims and acks), msgs/s:",
+    "One database (the library) with more claimed per round trip (a write batch holds at most `maxBatchStatements`, 800 by default), msgs/s:",
     "",
     table(
       [
         "round trip",
         "consume(256)",
         ...cfg.oneShardLoops.map((l) => `${l} × consume(256)`),
-        "consume(256), every free slot",
-        `consume(${MAX_CONCURRENCY}), every free slot`,
-        `consume(${MAX_CONCURRENCY}), every free slot, maxBatchStatements 4000`,
+        `consume(${MAX_CONCURRENCY})`,
+        ...BATCHES.map((b) => `consume(${MAX_CONCURRENCY}), maxBatchStatements ${b}`),
       ],
       loopsRows,
     ),

@@ -15,7 +15,7 @@ import {
 } from "../core/validate.js";
 import { describe, IDLE_POLL } from "../rules.js";
 
-/** What consume() needs of a queue. `LibsqlTransport` is one, and so is the HTTP client. */
+/** What consume() needs of a queue. `LibsqlTransport` is one, `ShardedQueue` another, and so is the HTTP client. */
 export interface ConsumerQueue {
   /**
    * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
@@ -42,6 +42,20 @@ export interface ConsumerQueue {
   readonly maxClaimWait?: number | undefined;
   /** The queue's name, in traces and metrics (`messaging.destination.name`; default `default`). */
   readonly name?: string;
+  /**
+   * A queue over shards that claim on their own (a `ShardedQueue`): how many, a group's shard, and a
+   * claim on one shard. With all three (and more than one shard), consume() claims each shard on its
+   * own, so that a slow or empty shard holds back none of the others.
+   */
+  readonly shards?: number;
+  shardOf?(groupId: string): number;
+  claimManyOn?<E = unknown>(
+    shard: number,
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority?: number,
+  ): Promise<Lease<E>[]>;
 }
 
 export interface HandlerContext {

@@ -3,18 +3,21 @@
  * otherwise write by hand, with its retries, heartbeats and graceful stop.
  *
  * Runs anywhere (Node, Workers, Deno, browsers): it needs only a queue with `claimMany`, `ack`,
- * `nack`, `release` and `extend` — a LibsqlTransport, or the HTTP client.
+ * `nack`, `release` and `extend` — a LibsqlTransport, a ShardedQueue, or the HTTP client.
  *
  * One round trip per message: the acks (and nacks) of handlers that finished are sent in the same
- * tick as the claim that refills their slots, so that the library's group commit carries them in
- * one batch (and the HTTP client in one request). A steady consumer pays one database round trip
- * per message, not two.
+ * tick as the claims that refill their slots, so that the library's group commit carries them in
+ * one batch (and the HTTP client in the claims' requests). Every free slot is claimed at once, in
+ * claims of at most MAX_CLAIM_BATCH sent in the same tick (one batch per database), and a queue
+ * over shards is claimed shard by shard, so that no shard waits for another (./consume-lanes.ts).
  */
 import { backoff } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
 import { contextOf, traced } from "../core/telemetry.js";
 import type { Lease } from "../core/types.js";
 import { DEFAULT_QUEUE, MAX_CLAIM_BATCH } from "../rules.js";
+import { allot, claimSizes, type Lane, lanesOf } from "./consume-lanes.js";
+import { call, type Job, LeaseCalls } from "./consume-leases.js";
 import {
   type ConsumeErrorContext,
   type ConsumeOptions,
@@ -52,8 +55,6 @@ export async function consume<E = unknown>(
   return new Loop<E>(queue, handler, opts).done;
 }
 
-const isFenced = (e: unknown) => e instanceof QueueError && (e.code === "LEASE_LOST" || e.code === "LEASE_NOT_FOUND");
-
 /**
  * After the current macrotask: handlers that finish in the same tick (say, a claim's worth of quick
  * ones) are settled together, with one claim.
@@ -62,18 +63,6 @@ const soon: (f: () => void) => void = (() => {
   const si = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
   return typeof si === "function" ? (f) => void si(f) : (f) => void setTimeout(f, 0);
 })();
-
-interface Job<E> {
-  lease: Lease<E>;
-  ctl: AbortController;
-  heartbeat: ReturnType<typeof setTimeout> | undefined;
-  /** A heartbeat found the lease fenced off: do not ack or nack it. */
-  fenced: boolean;
-  /** Over: finished, or abandoned at the end of the grace period. */
-  over: boolean;
-}
-
-type Settle = { kind: "ack"; lease: Lease<unknown> } | { kind: "nack"; lease: Lease<unknown>; delay: number };
 
 class Loop<E> {
   readonly done: Promise<ConsumeSummary>;
@@ -84,17 +73,13 @@ class Loop<E> {
   #resolve!: (s: ConsumeSummary) => void;
 
   readonly #jobs = new Set<Job<E>>();
-  /** Acks and nacks waiting for the next claim (or for the next tick, when no claim is coming). */
-  #settles: Settle[] = [];
-  /** Acks, nacks and releases sent and not answered yet: stopping waits for them. */
-  readonly #ops = new Set<Promise<unknown>>();
-  #claiming = false;
-  /** The claim in flight is a long poll (settles must not wait for it); aborted when stopping. */
+  readonly #lanes: Lane[];
+  /** Which lane gets the odd free slot first (with fewer free slots than lanes ready). */
+  #turn = 0;
+  /** Heartbeats, acks, nacks and releases; stopping waits for those sent. */
+  readonly #calls: LeaseCalls;
+  /** The long poll in flight (every lane found nothing, nothing runs): settles must not wait for it; aborted when stopping. */
   #poll: AbortController | undefined;
-  /** The last claim came back short: wait for a handler to finish, or for the idle timer. */
-  #starved = false;
-  #emptyClaims = 0;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #scheduled = false;
   #stopping = false;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -104,6 +89,14 @@ class Loop<E> {
     this.#queue = queue;
     this.#handler = handler;
     this.#o = o;
+    this.#lanes = lanesOf(queue);
+    this.#calls = new LeaseCalls(
+      queue,
+      o.visibility,
+      this.#summary,
+      (e, c) => this.#report(e, c),
+      () => this.#maybeFinish(),
+    );
     this.done = new Promise((resolve) => {
       this.#resolve = resolve;
     });
@@ -129,108 +122,182 @@ class Loop<E> {
   /** Decides what to send now. Every state change ends here (directly or through #schedule). */
   #pump(): void {
     if (this.#finished) return;
-    if (this.#stopping) {
-      this.#flushSettles();
+    if (this.#stopping || this.#poll) {
+      for (const lane of this.#lanes) this.#flushSettles(lane);
       this.#maybeFinish();
       return;
     }
-    if (this.#claiming) {
-      if (this.#poll) this.#flushSettles();
-      return;
-    }
-    const free = this.#o.concurrency - this.#jobs.size;
-    if (free <= 0 || this.#starved) {
-      this.#flushSettles();
-      return;
-    }
-    // The settles and the claim leave in the same tick: one batch, one round trip.
-    this.#flushSettles();
-    this.#claim(Math.min(free, MAX_CLAIM_BATCH), undefined);
+    const claiming = allot(this.#lanes, this.#o.concurrency, this.#turn);
+    if (claiming.length > 0) this.#turn++;
+    // A lane's settles ride with its next claims: they leave now, in the same tick as the claims it
+    // sends now (one batch, one round trip), or alone when it has none out either.
+    for (const lane of this.#lanes) if (lane.pending === 0 || claiming.includes(lane)) this.#flushSettles(lane);
+    for (const lane of claiming) this.#round(lane, lane.free);
   }
 
-  #claim(n: number, wait: number | undefined): void {
-    this.#claiming = true;
-    const poll = wait === undefined ? undefined : new AbortController();
-    this.#poll = poll;
+  /** Claims `n` leases on `lane`: every claim of the round leaves in this tick. */
+  #round(lane: Lane, n: number): void {
+    const sizes = claimSizes(n);
+    lane.pending += sizes.length;
+    lane.reserved += n;
+    lane.free = 0;
+    lane.empty = false;
     const sentAt = Date.now();
-    let claimed: Promise<Lease<E>[]>;
-    try {
-      claimed =
-        poll === undefined
-          ? this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority)
-          : this.#queue.claimMany<E>(this.#o.workerId, this.#o.visibility, n, this.#o.minPriority, {
-              wait,
-              signal: poll.signal,
-            });
-    } catch (e) {
-      claimed = Promise.reject(e);
+    let got = 0;
+    let out = sizes.length;
+    const errors: unknown[] = [];
+    const { workerId, visibility, minPriority } = this.#o;
+    const q = this.#queue;
+    const answered = (asked: number) => {
+      lane.reserved -= asked;
+      lane.pending--;
+      // Once the handlers this answer started that finish at once have: their acks ride along.
+      this.#schedule();
+      if (--out === 0) this.#roundOver(lane, n, got, errors);
+    };
+    for (const k of sizes) {
+      call(() =>
+        this.#lanes.length > 1 && q.claimManyOn
+          ? q.claimManyOn<E>(lane.index, workerId, visibility, k, minPriority)
+          : q.claimMany<E>(workerId, visibility, k, minPriority),
+      ).then(
+        (leases) => {
+          const list = Array.isArray(leases) ? leases : [];
+          got += list.length;
+          this.#take(list, sentAt, () => lane);
+          answered(k);
+        },
+        (e) => {
+          errors.push(e);
+          answered(k);
+        },
+      );
     }
-    claimed.then(
+  }
+
+  #roundOver(lane: Lane, asked: number, got: number, errors: unknown[]): void {
+    if (!this.#stopping) {
+      for (const e of errors) this.#report(e, { phase: "claim" });
+      if (errors.some((e) => e instanceof QueueError && e.code === "CLOSED")) {
+        // A closed queue stays closed: nothing left to claim from.
+        this.#stop();
+      } else if (errors.length > 0) {
+        lane.emptyClaims++;
+        this.#idle(lane, true, true);
+      } else if (got < asked) {
+        lane.emptyClaims = got === 0 ? lane.emptyClaims + 1 : 0;
+        this.#idle(lane, got === 0);
+      } else {
+        lane.emptyClaims = 0;
+        lane.starved = false;
+        lane.rest();
+      }
+    }
+  }
+
+  /** Leases a claim brought: run, or given back when stopping. */
+  #take(leases: Lease<E>[], sentAt: number, laneOf: (l: Lease<E>) => Lane): void {
+    for (const l of leases) {
+      if (this.#stopping) this.#calls.release(l);
+      else this.#start(l, laneOf(l), sentAt);
+    }
+  }
+
+  /** Pauses `lane`'s claims until a handler of its finishes or the idle delay passes (or long-polls, where the queue can). */
+  #idle(lane: Lane, empty: boolean, failed = false): void {
+    lane.starved = true;
+    lane.empty = empty && !failed;
+    lane.rest();
+    if (this.#poll) return; // the poll's answer decides
+    const maxWait = this.#queue.maxClaimWait;
+    if (
+      lane.empty &&
+      this.#jobs.size === 0 &&
+      typeof maxWait === "number" &&
+      maxWait > 0 &&
+      this.#lanes.every((l) => l.pending === 0 && l.empty)
+    ) {
+      // Nothing running to wake us, and nothing anywhere: let the server wait for a message instead of polling.
+      this.#longPoll(maxWait);
+      return;
+    }
+    // Doubling per empty claim in a row; a short (not empty) claim pauses the least.
+    const delay = backoff(empty ? lane.emptyClaims : 1, this.#o.idle);
+    lane.timer = setTimeout(() => {
+      lane.timer = undefined;
+      lane.starved = false;
+      this.#pump();
+    }, delay);
+  }
+
+  /** One claim on the whole queue that may wait `wait` seconds (a ShardedQueue waits on every shard). */
+  #longPoll(wait: number): void {
+    for (const lane of this.#lanes) lane.rest();
+    const n = Math.min(this.#o.concurrency, MAX_CLAIM_BATCH);
+    const ctl = new AbortController();
+    this.#poll = ctl;
+    const sentAt = Date.now();
+    const { workerId, visibility, minPriority } = this.#o;
+    call(() => this.#queue.claimMany<E>(workerId, visibility, n, minPriority, { wait, signal: ctl.signal })).then(
       (leases) => {
-        this.#claiming = false;
         this.#poll = undefined;
-        if (!Array.isArray(leases)) leases = [];
-        if (this.#stopping) {
-          for (const l of leases) this.#release(l);
-        } else {
-          if (leases.length < n) {
-            this.#emptyClaims = leases.length === 0 ? this.#emptyClaims + 1 : 0;
-            this.#idle(leases.length === 0);
-          } else {
-            this.#emptyClaims = 0;
+        const list = Array.isArray(leases) ? leases : [];
+        this.#take(list, sentAt, (l) => this.#laneOf(l));
+        if (!this.#stopping) {
+          for (const lane of this.#lanes) {
+            lane.emptyClaims = list.length === 0 ? lane.emptyClaims + 1 : 0;
+            if (list.length < n) {
+              this.#idle(lane, list.length === 0);
+            } else {
+              lane.starved = false;
+              lane.empty = false;
+            }
           }
-          for (const l of leases) this.#start(l, sentAt);
         }
         this.#pump();
       },
       (e) => {
-        this.#claiming = false;
         this.#poll = undefined;
         // A long poll we cut short ourselves, on stopping, is no error.
-        if (!poll?.signal.aborted) this.#report(e, { phase: "claim" });
+        if (!ctl.signal.aborted) this.#report(e, { phase: "claim" });
         if (e instanceof QueueError && e.code === "CLOSED") {
-          // A closed queue stays closed: nothing left to claim from.
           this.#stop();
-        } else {
-          this.#emptyClaims++;
-          this.#idle(true, true);
+        } else if (!this.#stopping) {
+          for (const lane of this.#lanes) {
+            lane.emptyClaims++;
+            this.#idle(lane, true, true);
+          }
         }
         this.#pump();
       },
     );
   }
 
-  /** Pauses claiming until a handler finishes or the idle delay passes (or long-polls, where the queue can). */
-  #idle(empty: boolean, failed = false): void {
-    this.#starved = true;
-    clearTimeout(this.#idleTimer);
-    const maxWait = this.#queue.maxClaimWait;
-    if (empty && !failed && this.#jobs.size === 0 && typeof maxWait === "number" && maxWait > 0) {
-      // Nothing running to wake us: let the server wait for a message instead of polling.
-      this.#starved = false;
-      this.#claim(Math.min(this.#o.concurrency, MAX_CLAIM_BATCH), maxWait);
-      return;
+  /** The lane of a lease the whole queue answered (a long poll's): its shard's. */
+  #laneOf(lease: Lease<E>): Lane {
+    if (this.#lanes.length === 1) return this.#lanes[0] as Lane;
+    let s = 0;
+    try {
+      s = this.#queue.shardOf?.(lease.groupId) ?? 0;
+    } catch {
+      // Any lane will do: it only decides which round its ack rides with.
     }
-    // Doubling per empty claim in a row; a short (not empty) claim pauses the least.
-    const delay = backoff(empty ? this.#emptyClaims : 1, this.#o.idle);
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      this.#starved = false;
-      this.#pump();
-    }, delay);
+    return this.#lanes[s] ?? (this.#lanes[0] as Lane);
   }
 
-  #wake(): void {
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
-    this.#starved = false;
+  /** A handler of `lane` finished: its ack may have freed its group's next message, so claim again now. */
+  #wake(lane: Lane): void {
+    lane.rest();
+    lane.starved = false;
+    lane.empty = false;
     this.#schedule();
   }
 
-  #start(lease: Lease<E>, claimSentAt: number): void {
-    const job: Job<E> = { lease, ctl: new AbortController(), heartbeat: undefined, fenced: false, over: false };
+  #start(lease: Lease<E>, lane: Lane, claimSentAt: number): void {
+    const job: Job<E> = { lease, lane, ctl: new AbortController(), heartbeat: undefined, fenced: false, over: false };
     this.#jobs.add(job);
-    this.#beatAfter(job, claimSentAt + (this.#o.visibility * 1000) / 2 - Date.now());
+    lane.jobs++;
+    this.#calls.beatAfter(job, claimSentAt + (this.#o.visibility * 1000) / 2 - Date.now());
     // A `process` span per message, a child of the span it was published in (when it was traced).
     traced(
       "process",
@@ -252,6 +319,8 @@ class Loop<E> {
     job.over = true;
     clearTimeout(job.heartbeat);
     this.#jobs.delete(job);
+    job.lane.jobs--;
+    job.lane.free++;
     if (failed) this.#report(error, { phase: "handler", lease: job.lease });
     if (job.fenced) {
       this.#summary.lost++;
@@ -263,108 +332,18 @@ class Loop<E> {
         this.#report(e, { phase: "nack", lease: job.lease });
         delay = DEFAULTS.backoff.initial;
       }
-      this.#settles.push({ kind: "nack", lease: job.lease, delay });
+      job.lane.settles.push({ kind: "nack", lease: job.lease, delay });
     } else {
-      this.#settles.push({ kind: "ack", lease: job.lease });
+      job.lane.settles.push({ kind: "ack", lease: job.lease });
     }
-    this.#wake();
+    this.#wake(job.lane);
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // heartbeats
-
-  #beatAfter(job: Job<E>, ms: number): void {
-    job.heartbeat = setTimeout(() => this.#beat(job), Math.max(0, ms));
-  }
-
-  #beat(job: Job<E>): void {
-    if (job.over) return;
-    const sentAt = Date.now();
-    const visMs = this.#o.visibility * 1000;
-    let extended: Promise<Lease<E>>;
-    try {
-      extended = this.#queue.extend(job.lease, this.#o.visibility);
-    } catch (e) {
-      extended = Promise.reject(e);
-    }
-    extended.then(
-      (l) => {
-        if (job.over) return;
-        if (l && typeof l.expiresAt === "number") job.lease = { ...job.lease, expiresAt: l.expiresAt };
-        this.#beatAfter(job, sentAt + visMs / 2 - Date.now());
-      },
-      (e) => {
-        if (job.over) return;
-        this.#report(e, { phase: "extend", lease: job.lease });
-        if (isFenced(e)) {
-          // Fenced off: someone else may hold the message now. Stop extending; tell the handler.
-          job.fenced = true;
-          job.ctl.abort(e);
-          return;
-        }
-        // Transient: try again well before the lease lapses.
-        this.#beatAfter(job, Math.min(1000, visMs / 10));
-      },
-    );
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // acks, nacks, releases
-
-  #flushSettles(): void {
-    if (this.#settles.length === 0) return;
-    const settles = this.#settles;
-    this.#settles = [];
-    for (const s of settles) {
-      if (s.kind === "ack") {
-        this.#track(
-          this.#call(() => this.#queue.ack(s.lease)).then(
-            () => {
-              this.#summary.acked++;
-            },
-            (e) => this.#report(e, { phase: "ack", lease: s.lease }),
-          ),
-        );
-      } else {
-        this.#track(
-          this.#call(() => this.#queue.nack(s.lease, s.delay)).then(
-            (r) => {
-              this.#summary.nacked++;
-              if ((r as { deadLettered?: unknown } | undefined)?.deadLettered === true) this.#summary.deadLettered++;
-            },
-            (e) => this.#report(e, { phase: "nack", lease: s.lease }),
-          ),
-        );
-      }
-    }
-  }
-
-  /** Gives back a lease that no handler will run (claimed while stopping), without spending its attempt. */
-  #release(lease: Lease<E>): void {
-    this.#track(
-      this.#call(() => this.#queue.release(lease)).then(
-        () => {
-          this.#summary.released++;
-        },
-        (e) => this.#report(e, { phase: "release", lease }),
-      ),
-    );
-  }
-
-  #call<T>(f: () => Promise<T>): Promise<T> {
-    try {
-      return Promise.resolve(f());
-    } catch (e) {
-      return Promise.reject(e);
-    }
-  }
-
-  #track(p: Promise<unknown>): void {
-    this.#ops.add(p);
-    void p.finally(() => {
-      this.#ops.delete(p);
-      this.#maybeFinish();
-    });
+  #flushSettles(lane: Lane): void {
+    if (lane.settles.length === 0) return;
+    const settles = lane.settles;
+    lane.settles = [];
+    this.#calls.settle(settles);
   }
 
   #report(error: unknown, context: ConsumeErrorContext): void {
@@ -381,8 +360,7 @@ class Loop<E> {
   #stop(): void {
     if (this.#stopping) return;
     this.#stopping = true;
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
+    for (const lane of this.#lanes) lane.rest();
     this.#poll?.abort(new QueueError("CLOSED", "consume() is stopping"));
     if (this.#jobs.size > 0) this.#graceTimer = setTimeout(() => this.#abandon(), this.#o.graceMs);
     this.#schedule();
@@ -393,6 +371,7 @@ class Loop<E> {
       job.over = true;
       clearTimeout(job.heartbeat);
       job.ctl.abort(new QueueError("CLOSED", "consume() stopped: the grace period ended before this handler did"));
+      job.lane.jobs--;
       this.#summary.abandoned++;
     }
     this.#jobs.clear();
@@ -401,7 +380,8 @@ class Loop<E> {
 
   #maybeFinish(): void {
     if (!this.#stopping || this.#finished) return;
-    if (this.#claiming || this.#jobs.size > 0 || this.#settles.length > 0 || this.#ops.size > 0) return;
+    if (this.#poll || this.#jobs.size > 0 || this.#calls.ops.size > 0) return;
+    if (this.#lanes.some((l) => l.pending > 0 || l.settles.length > 0)) return;
     this.#finished = true;
     clearTimeout(this.#graceTimer);
     this.#o.signal?.removeEventListener("abort", this.#onAbort);

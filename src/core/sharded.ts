@@ -14,7 +14,8 @@
  *   shard is starved), all at once; if they all come back empty and some shards were not asked (`n`
  *   is less than the shard count), those are asked one at a time until one has something. Priorities and round-robin hold within what each shard offers. A long poll (where
  *   the shards can wait) waits on every shard and takes the first that answers with leases; what
- *   another shard leases meanwhile is released.
+ *   another shard leases meanwhile is released. `claimManyOn` claims on one shard alone: consume()
+ *   claims each shard on its own with it, rather than moving the shards in lockstep.
  * - stats, groups and dead letters are read from every shard and added up or merged.
  */
 import {
@@ -212,6 +213,25 @@ export class ShardedQueue {
     const wait = options.wait ?? 0;
     if (leases.length > 0 || wait <= 0 || this.maxClaimWait === undefined || options.signal?.aborted) return leases;
     return this.#waitOnAll<E>(order, workerId, visibility, n, minPriority, wait, options.signal);
+  }
+
+  /**
+   * Up to `n` leases from shard `shard` alone, named as this queue names them. consume() claims
+   * through it, each shard on its own, so that no shard waits for another.
+   */
+  async claimManyOn<E = unknown>(
+    shard: number,
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority = 0,
+  ): Promise<Lease<E>[]> {
+    checkInteger("shard", shard, 0, this.#shards.length - 1);
+    checkWorkerId("workerId", workerId);
+    checkPositiveSeconds("visibility", visibility);
+    checkCount("n", n, MAX_CLAIM_BATCH);
+    checkPriority("minPriority", minPriority);
+    return this.#claimOn<E>(shard, workerId, visibility, n, minPriority);
   }
 
   async #claimOn<E>(s: number, workerId: string, visibility: number, n: number, min: number): Promise<Lease<E>[]> {

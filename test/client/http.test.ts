@@ -187,10 +187,16 @@ describe("round trips", () => {
     expect(await c.purge("a/b c")).toBe(2);
     expect(await c.peek("a/b c")).toEqual([]);
     expect((await c.stats()).groups).toBe(1);
-    // The writer samples the queue when it is written: the history has the publish in it.
+    // The writer samples the queue when it is written (at most once a minute): at least one sample,
+    // its running totals never going back.
     const h = await c.history();
     expect(h.sampleSeconds).toBe(60);
-    expect(h.samples.at(-1)?.published).toBeGreaterThanOrEqual(3);
+    expect(h.samples.length).toBeGreaterThan(0);
+    expect(
+      h.samples.every(
+        (x, i) => i === 0 || (x.published >= (h.samples[i - 1]?.published ?? 0) && x.at > (h.samples[i - 1]?.at ?? 0)),
+      ),
+    ).toBe(true);
   });
 
   it("keeps a path prefix and encodes group ids; an Idempotency-Key makes a publish idempotent", async () => {

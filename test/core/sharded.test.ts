@@ -2,7 +2,8 @@
  * A queue sharded across databases (src/core/sharded.ts): on four sqld namespaces and on four local
  * files, a group's messages live on one shard, FIFO and one lease per group hold under 64 concurrent
  * claimers, consume() drains it, idempotency keys stay exact, dead letters page across shards, and
- * the spec's Python transports work on one shard's database as on any other.
+ * the spec's Python transports work on one shard's database as on any other; claiming one shard
+ * alone (claimManyOn), which consume() does shard by shard, at any concurrency, long polls included.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { sqldNamespaces } from "../../src/core/databases.js";
@@ -12,6 +13,7 @@ import { MAX_SHARDS, shardOf } from "../../src/rules.js";
 import { checkInvariants, resetDatabase, tempFile } from "../support/db.js";
 import { checkDeliveryLog, type Held } from "../support/exclusivity.js";
 import { pyClaim, pyPublish } from "../support/python.js";
+import { waitFor } from "../support/wait.js";
 
 const SHARDS = 4;
 
@@ -221,5 +223,162 @@ describe("the spec's Python transports on one shard's database", () => {
     const claimed = await pyClaim(shard2, "python-worker", 30);
     expect(claimed).toMatchObject({ groupId: group, event: { from: "typescript" } });
     await checkInvariants(shard2);
+  });
+});
+
+describe("claiming shard by shard (consume()'s lanes)", () => {
+  const open = async () => {
+    const shards = await Promise.all(
+      Array.from({ length: SHARDS }, () => LibsqlTransport.create(`file:${tempFile()}`)),
+    );
+    return { queue: new ShardedQueue(shards), shards };
+  };
+  /** A group on each shard, by index. */
+  const groupOn = (shard: number, k = 0) =>
+    Array.from({ length: 400 }, (_, i) => `on-${i}`).filter((g) => shardOf(g, SHARDS) === shard)[k] as string;
+
+  it("claimManyOn leases from that shard alone, named as the queue names them, and refuses a shard it lacks", async () => {
+    const { queue } = await open();
+    try {
+      await queue.publishMany([0, 1, 2, 3].map((s) => ({ groupId: groupOn(s), event: s })));
+      const got = await queue.claimManyOn(2, "w", 30, 10);
+      expect(got.map((l) => [l.groupId, l.seq % MAX_SHARDS, l.id.startsWith(`${l.seq}.`)])).toEqual([
+        [groupOn(2), 2, true],
+      ]);
+      await queue.ack(got[0] as Lease);
+      expect(await queue.claimManyOn(2, "w", 30, 10)).toEqual([]);
+      for (const bad of [-1, SHARDS, 1.5]) {
+        await expect(queue.claimManyOn(bad, "w", 30, 1)).rejects.toMatchObject({
+          code: "INVALID_ARGUMENT",
+          field: "shard",
+        });
+      }
+      await expect(queue.claimManyOn(0, "w", 30, 101)).rejects.toMatchObject({ code: "INVALID_ARGUMENT", field: "n" });
+      expect((await queue.stats()).ready).toBe(3);
+    } finally {
+      queue.close();
+    }
+  });
+
+  it("consume() at concurrency 1 and 2 serves every shard, and a queue whose messages are all on one shard", async () => {
+    for (const [concurrency, spread] of [
+      [1, [0, 1, 2, 3]],
+      [2, [0, 1, 2, 3]],
+      [3, [3]],
+    ] as const) {
+      const { queue } = await open();
+      try {
+        const messages = spread.flatMap((s) =>
+          [0, 1, 2].flatMap((n) => [0, 1].map((k) => ({ groupId: groupOn(s, k), event: n }))),
+        );
+        await queue.publishMany(messages);
+        const seen = new Map<string, number[]>();
+        let running = 0;
+        let peak = 0;
+        const stop = new AbortController();
+        const summary = await consume(
+          queue,
+          async (n: number, lease) => {
+            peak = Math.max(peak, ++running);
+            await new Promise((r) => setImmediate(r));
+            running--;
+            seen.set(lease.groupId, [...(seen.get(lease.groupId) ?? []), n]);
+            if ([...seen.values()].flat().length === messages.length) stop.abort();
+          },
+          { workerId: `c${concurrency}`, concurrency, signal: stop.signal, idleBackoff: { minMs: 5, maxMs: 20 } },
+        );
+        expect(summary).toMatchObject({ acked: messages.length, nacked: 0, released: 0 });
+        expect(peak).toBeLessThanOrEqual(concurrency);
+        for (const events of seen.values()) expect(events).toEqual([0, 1, 2]);
+        expect(seen.size).toBe(spread.length * 2);
+        expect((await queue.stats()).groups).toBe(0);
+      } finally {
+        queue.close();
+      }
+    }
+  });
+
+  it("a shard empty at first gets its share back once messages come, while the others are busy", async () => {
+    const { queue } = await open();
+    try {
+      // 600 messages on shards 0-2, each a few ms to handle, 8 at a time; shard 3 empty at first.
+      const busy = [0, 1, 2].flatMap((s) =>
+        Array.from({ length: 200 }, (_, k) => ({ groupId: groupOn(s, k % 20), event: { s, k } })),
+      );
+      await queue.publishMany(busy);
+      const order: number[] = [];
+      const stop = new AbortController();
+      const done = consume(
+        queue,
+        async (e: { s: number }) => {
+          await new Promise((r) => setTimeout(r, 2));
+          order.push(e.s);
+          if (order.length === busy.length + 8) stop.abort();
+        },
+        { workerId: "share", concurrency: 8, signal: stop.signal, idleBackoff: { minMs: 5, maxMs: 20 } },
+      );
+      await waitFor(async () => order.length >= 100, { what: "the busy shards under way" });
+      await queue.publishMany(Array.from({ length: 8 }, (_, k) => ({ groupId: groupOn(3, k), event: { s: 3, k } })));
+      expect(await done).toMatchObject({ acked: busy.length + 8 });
+      // Its 8 came while the others had 500 left: all handled long before those were.
+      const last3 = order.lastIndexOf(3);
+      expect(order.filter((s) => s === 3)).toHaveLength(8);
+      expect(last3).toBeLessThan(order.length - 200);
+    } finally {
+      queue.close();
+    }
+  });
+
+  it("an idle consume() long-polls a queue whose shards can wait, takes what one shard answers, and stops at once", async () => {
+    const { queue: plain, shards } = await open();
+    const waits: (number | undefined)[] = [];
+    // Shards whose claims can wait (as the HTTP client's do), over the files.
+    const waiting = shards.map((t) => {
+      const claimMany = async <E>(
+        w: string,
+        v: number,
+        n: number,
+        p?: number,
+        o?: { wait?: number; signal?: AbortSignal },
+      ) => {
+        waits.push(o?.wait);
+        for (;;) {
+          const leases = await t.claimMany<E>(w, v, n, p);
+          if (leases.length > 0 || !o?.wait) return leases;
+          if (o.signal?.aborted) throw o.signal.reason;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      };
+      return new Proxy(t, {
+        get: (target, prop) => {
+          if (prop === "maxClaimWait") return 20;
+          if (prop === "claimMany") return claimMany;
+          const v = Reflect.get(target, prop);
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+    });
+    const queue = new ShardedQueue(waiting);
+    try {
+      const handled: number[] = [];
+      const stop = new AbortController();
+      const done = consume(queue, (n: number) => void handled.push(n), {
+        workerId: "idle",
+        concurrency: 8,
+        signal: stop.signal,
+      });
+      await waitFor(async () => waits.filter((w) => w === 20).length === SHARDS, {
+        what: "a long poll on every shard",
+      });
+      await queue.publish(groupOn(3), 7);
+      await waitFor(async () => handled.length === 1, { what: "the message handled" });
+      await waitFor(async () => waits.filter((w) => w === 20).length === 2 * SHARDS, { what: "long polls again" });
+      stop.abort();
+      expect(await done).toMatchObject({ acked: 1, released: 0 });
+      expect(handled).toEqual([7]);
+      expect((await plain.stats()).groups).toBe(0);
+    } finally {
+      plain.close();
+    }
   });
 });
