@@ -1,8 +1,9 @@
 /**
  * What a sharded queue (./sharded.ts) asks of its shards, and what is done the same way for each:
- * naming a shard's lease as the queue names it, adding counts up, reaching a shard's subscriptions.
+ * naming a shard's lease as the queue names it, adding counts, groups, dead letters, due moments and
+ * histories up, reaching a shard's subscriptions.
  */
-import { shardedSeq } from "../rules.js";
+import { MAX_SHARDS, shardedSeq } from "../rules.js";
 import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
 import type {
   DeadLetter,
@@ -114,6 +115,88 @@ export function addHistories(all: QueueHistory[]): QueueHistory {
     };
   });
   return { sampleSeconds: step, samples };
+}
+
+/** The shards' groups worth watching: those held (a lease, park or delay) first, then the next in line, longest unclaimed first. */
+export function mergeGroups(all: GroupInfo[][], limit: number): GroupInfo[] {
+  const flat = all.flat();
+  const held = flat.filter((g) => g.inFlight || g.parked);
+  const next = flat.filter((g) => !g.inFlight && !g.parked).sort((a, b) => a.lastClaimedAt - b.lastClaimedAt);
+  return [...held, ...next].slice(0, limit);
+}
+
+/** A page of dead letters in seq order across the shards, past the queue's seq `after`. */
+export async function deadLettersAcross<E>(
+  shards: Shard[],
+  o: { groupId: string | undefined; after: number; limit: number },
+): Promise<DeadLetter<E>[]> {
+  const n = shards.length;
+  // On shard s, the seqs past `after` are those whose local seq is past floor((after - s) / MAX_SHARDS).
+  const pages = await Promise.all(
+    shards.map(async (shard, s) => {
+      const localAfter = n <= 1 ? o.after : Math.max(0, Math.floor((o.after - s) / MAX_SHARDS));
+      const page = await shard.deadLetters<E>({ groupId: o.groupId, afterSeq: localAfter, limit: o.limit });
+      return page.map((d) => ({ ...d, seq: shardedSeq.of(d.seq, s, n) }));
+    }),
+  );
+  return pages
+    .flat()
+    .filter((d) => d.seq > o.after)
+    .sort((a, b) => a.seq - b.seq)
+    .slice(0, o.limit);
+}
+
+type Due = { next: number | null; now: number };
+
+/** The earliest due moment among the shards that can tell it; `now` the latest of their clocks. */
+export function earliestDue(all: Array<Due | undefined>): Due {
+  const known = all.filter((d): d is Due => d !== undefined);
+  const nexts = known.map((d) => d.next).filter((x): x is number => x !== null);
+  return {
+    next: nexts.length > 0 ? Math.min(...nexts) : null,
+    now: known.length > 0 ? Math.max(...known.map((d) => d.now)) : Date.now() / 1000,
+  };
+}
+
+/**
+ * A long poll on every shard at once (`poll(s, signal)`, in `order`): the first answer with leases
+ * wins; the others are called off, and what they took meanwhile is given back unspent.
+ */
+export async function firstToAnswer<E>(
+  order: number[],
+  poll: (s: number, signal: AbortSignal) => Promise<Lease<E>[]>,
+  giveBack: (lease: Lease<E>) => Promise<unknown>,
+  signal: AbortSignal | undefined,
+): Promise<Lease<E>[]> {
+  const off = new AbortController();
+  const stop = () => off.abort(signal?.reason);
+  signal?.addEventListener("abort", stop, { once: true });
+  let won: Lease<E>[] | undefined;
+  try {
+    const polls = order.map(async (s) => {
+      let leases: Lease<E>[] = [];
+      try {
+        leases = await poll(s, off.signal);
+      } catch (e) {
+        if (!off.signal.aborted) throw e;
+      }
+      if (leases.length === 0) return;
+      if (won === undefined) {
+        won = leases;
+        off.abort();
+        return;
+      }
+      // Another shard answered first: these go back unspent.
+      await Promise.allSettled(leases.map(giveBack));
+    });
+    const settled = await Promise.allSettled(polls);
+    if (won !== undefined) return won;
+    const failed = settled.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    return [];
+  } finally {
+    signal?.removeEventListener("abort", stop);
+  }
 }
 
 export interface ShardSubscriptions {

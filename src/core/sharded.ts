@@ -29,7 +29,18 @@ import {
   shardOf,
 } from "../rules.js";
 import { invalid, QueueError } from "./errors.js";
-import { addHistories, addUp, type Shard, type ShardSubscriptions, shardLease, subscriptionsOf } from "./shard.js";
+import {
+  addHistories,
+  addUp,
+  deadLettersAcross,
+  earliestDue,
+  firstToAnswer,
+  mergeGroups,
+  type Shard,
+  type ShardSubscriptions,
+  shardLease,
+  subscriptionsOf,
+} from "./shard.js";
 import type { StoredSubscription } from "./subscriptions.js";
 import { LibsqlTransport, type TransportOptions } from "./transport.js";
 import type {
@@ -212,7 +223,11 @@ export class ShardedQueue {
     }
     const wait = options.wait ?? 0;
     if (leases.length > 0 || wait <= 0 || this.maxClaimWait === undefined || options.signal?.aborted) return leases;
-    return this.#waitOnAll<E>(order, workerId, visibility, n, minPriority, wait, options.signal);
+    const poll = async (s: number, signal: AbortSignal) => {
+      const got = await (this.#shards[s] as Shard).claimMany<E>(workerId, visibility, n, minPriority, { wait, signal });
+      return got.map((l) => this.#globalLease(l, s));
+    };
+    return firstToAnswer<E>(order, poll, (l) => this.release(l), options.signal);
   }
 
   /**
@@ -237,51 +252,6 @@ export class ShardedQueue {
   async #claimOn<E>(s: number, workerId: string, visibility: number, n: number, min: number): Promise<Lease<E>[]> {
     const got = await (this.#shards[s] as Shard).claimMany<E>(workerId, visibility, n, min);
     return got.map((l) => this.#globalLease(l, s));
-  }
-
-  /** A long poll on every shard at once: the first answer with leases wins; the others are called off and what they took is released. */
-  async #waitOnAll<E>(
-    order: number[],
-    workerId: string,
-    visibility: number,
-    n: number,
-    minPriority: number,
-    wait: number,
-    signal: AbortSignal | undefined,
-  ): Promise<Lease<E>[]> {
-    const off = new AbortController();
-    const stop = () => off.abort(signal?.reason);
-    signal?.addEventListener("abort", stop, { once: true });
-    let won: Lease<E>[] | undefined;
-    try {
-      const polls = order.map(async (s) => {
-        let got: Lease<E>[] = [];
-        try {
-          got = await (this.#shards[s] as Shard).claimMany<E>(workerId, visibility, n, minPriority, {
-            wait,
-            signal: off.signal,
-          });
-        } catch (e) {
-          if (!off.signal.aborted) throw e;
-        }
-        const leases = got.map((l) => this.#globalLease(l, s));
-        if (leases.length === 0) return;
-        if (won === undefined) {
-          won = leases;
-          off.abort();
-          return;
-        }
-        // Another shard answered first: these go back unspent.
-        await Promise.allSettled(leases.map((l) => this.release(l)));
-      });
-      const settled = await Promise.allSettled(polls);
-      if (won !== undefined) return won;
-      const failed = settled.find((r) => r.status === "rejected");
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      return [];
-    } finally {
-      signal?.removeEventListener("abort", stop);
-    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -320,10 +290,7 @@ export class ShardedQueue {
   async groups(options: { limit?: number } = {}): Promise<GroupInfo[]> {
     checkObject("options", options);
     const limit = checkCount("limit", options.limit ?? GROUPS_PAGE.default, GROUPS_PAGE.max);
-    const all = (await Promise.all(this.#shards.map((s) => s.groups({ limit })))).flat();
-    const held = all.filter((g) => g.inFlight || g.parked);
-    const next = all.filter((g) => !g.inFlight && !g.parked).sort((a, b) => a.lastClaimedAt - b.lastClaimedAt);
-    return [...held, ...next].slice(0, limit);
+    return mergeGroups(await Promise.all(this.#shards.map((s) => s.groups({ limit }))), limit);
   }
 
   /** A page of dead letters in seq order across the shards (pass the last one's seq as `afterSeq` for the next). */
@@ -334,20 +301,7 @@ export class ShardedQueue {
     const groupId = options.groupId === undefined ? undefined : checkId("groupId", options.groupId);
     const after = checkInteger("afterSeq", options.afterSeq ?? 0, 0, Number.MAX_SAFE_INTEGER);
     const limit = checkCount("limit", options.limit ?? DEAD_LETTER_PAGE.default, DEAD_LETTER_PAGE.max);
-    const n = this.#shards.length;
-    // On shard s, the seqs past `after` are those whose local seq is past floor((after - s) / MAX_SHARDS).
-    const pages = await Promise.all(
-      this.#shards.map(async (shard, s) => {
-        const localAfter = n <= 1 ? after : Math.max(0, Math.floor((after - s) / MAX_SHARDS));
-        const page = await shard.deadLetters<E>({ groupId, afterSeq: localAfter, limit });
-        return page.map((d) => ({ ...d, seq: shardedSeq.of(d.seq, s, n) }));
-      }),
-    );
-    return pages
-      .flat()
-      .filter((d) => d.seq > after)
-      .sort((a, b) => a.seq - b.seq)
-      .slice(0, limit);
+    return deadLettersAcross<E>(this.#shards, { groupId, after, limit });
   }
 
   async redrive(seq: number): Promise<number> {
@@ -385,13 +339,7 @@ export class ShardedQueue {
 
   /** The earliest due moment across the shards that can tell it. */
   async nextDueAt(): Promise<{ next: number | null; now: number }> {
-    const all = await Promise.all(this.#shards.map((s) => s.nextDueAt?.() ?? Promise.resolve(undefined)));
-    const known = all.filter((d): d is { next: number | null; now: number } => d !== undefined);
-    const nexts = known.map((d) => d.next).filter((x): x is number => x !== null);
-    return {
-      next: nexts.length > 0 ? Math.min(...nexts) : null,
-      now: known.length > 0 ? Math.max(...known.map((d) => d.now)) : Date.now() / 1000,
-    };
+    return earliestDue(await Promise.all(this.#shards.map((s) => s.nextDueAt?.())));
   }
 
   // -------------------------------------------------------------------------------------------
