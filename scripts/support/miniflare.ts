@@ -8,34 +8,40 @@
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const BUNDLE = join(ROOT, "dist-worker", "worker.js");
 
 export interface ServedWorker {
   url: string;
   stop(): Promise<void>;
 }
 
-/** Builds dist-worker/worker.js (wrangler deploy --dry-run), once per process. */
-let built = false;
-export function buildWorker(): void {
-  if (built) return;
-  const r = spawnSync("npx", ["wrangler", "deploy", "--dry-run", "--outdir", "dist-worker"], {
-    cwd: ROOT,
+/**
+ * Builds dist-worker/worker.js (wrangler deploy --dry-run), once per process. `root` and `outdir`
+ * (relative to `root`) build another checkout's bundle, or this one's elsewhere (bench/versus.ts).
+ */
+const built = new Set<string>();
+export function buildWorker(o: { root?: string; outdir?: string } = {}): string {
+  const root = o.root ?? ROOT;
+  const outdir = resolve(root, o.outdir ?? "dist-worker");
+  const bundle = join(outdir, "worker.js");
+  if (built.has(bundle)) return bundle;
+  const r = spawnSync("npx", ["wrangler", "deploy", "--dry-run", "--outdir", outdir], {
+    cwd: root,
     stdio: ["ignore", "ignore", "inherit"],
     env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
   });
-  if (r.status !== 0) throw new Error(`wrangler deploy --dry-run failed (${r.status})`);
-  built = true;
+  if (r.status !== 0) throw new Error(`wrangler deploy --dry-run failed in ${root} (${r.status})`);
+  built.add(bundle);
+  return bundle;
 }
 
 /** wrangler.toml's compatibility date and flags, so that the bundle runs as it would deployed. */
-function compat(): { date: string; flags: string[] } {
-  const toml = readFileSync(join(ROOT, "wrangler.toml"), "utf8");
+function compat(root: string): { date: string; flags: string[] } {
+  const toml = readFileSync(join(root, "wrangler.toml"), "utf8");
   const date = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-04-20";
   const flags = /^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1] ?? "";
   return { date, flags: [...flags.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string) };
@@ -50,16 +56,20 @@ export async function serveWorker(o: {
   noWriter?: boolean;
   /** Keep the Durable Object's storage (its alarm) in this directory, across restarts. */
   persist?: string;
+  /** The checkout whose bundle (and wrangler.toml) to serve (default: this one). */
+  root?: string;
+  /** Where its bundle is built, relative to `root` (default dist-worker). */
+  outdir?: string;
 }): Promise<ServedWorker> {
-  buildWorker();
-  const { date, flags } = compat();
+  const bundle = buildWorker({ root: o.root, outdir: o.outdir });
+  const { date, flags } = compat(o.root ?? ROOT);
   const mf = new Miniflare({
     host: "127.0.0.1",
     port: 0,
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     // One module: the bundle has no other (its dynamic imports serve Node-only paths it never takes).
-    modulesRoot: dirname(BUNDLE),
-    modules: [{ type: "ESModule", path: BUNDLE }],
+    modulesRoot: dirname(bundle),
+    modules: [{ type: "ESModule", path: bundle }],
     compatibilityDate: date,
     compatibilityFlags: flags,
     bindings: { TURSO_DATABASE_URL: o.databaseUrl, QUEUE_TOKEN: o.queueToken, ...(o.vars ?? {}) },

@@ -72,7 +72,22 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** sqld could not bind a port that was free a moment before (another process took it meanwhile). */
+class PortTaken extends Error {}
+
 export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
+  // Ports we picked may be taken between freePort() and sqld's bind: pick again, a few times.
+  const ours = opts.port === undefined && typeof opts.grpc !== "number";
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (e) {
+      if (!(e instanceof PortTaken && ours && attempt < 4)) throw e;
+    }
+  }
+}
+
+async function startOnce(opts: SqldOptions): Promise<Sqld> {
   const ownDir = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? join(mkdtempSync(join(tmpdir(), "turso-queue-sqld-")), "data.sqld");
   const port = opts.port ?? (await freePort());
@@ -112,6 +127,11 @@ export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
   const deadline = Date.now() + (opts.readyTimeoutS ?? 30) * 1000;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
+      // Its last words: the pipe may close a little after the exit.
+      const err = child.stderr;
+      if (err && !err.closed) await new Promise((r) => err.once("close", r));
+      if (ownDir) rmSync(dirname(dataDir), { recursive: true, force: true });
+      if (stderr.includes("Address already in use")) throw new PortTaken(`sqld could not bind its port:\n${stderr}`);
       throw new Error(`sqld exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${stderr}`);
     }
     try {
