@@ -24,7 +24,7 @@ import { catalogOf, lookupQueue, nextTurn } from "./queues.js";
  */
 export function sharedTransports(): (config: Config, target?: QueueTarget) => Promise<ServedQueue> {
   const byDatabase = new Map<string, Promise<LibsqlTransport>>();
-  const open = (config: Config, db: Database) => {
+  const open: Open = (config, db) => {
     const key = databaseKey(db);
     let t = byDatabase.get(key);
     if (t === undefined) {
@@ -36,16 +36,7 @@ export function sharedTransports(): (config: Config, target?: QueueTarget) => Pr
     }
     return t;
   };
-  return async (config, target) => {
-    const name = target?.name ?? DEFAULT_QUEUE;
-    if (target?.database !== undefined || name === DEFAULT_QUEUE)
-      return open(config, target?.database ?? config.database);
-    const queue = await lookupQueue(config, name, async (n) =>
-      catalogOf(config, await open(config, config.database)).get(n),
-    );
-    const shards = await Promise.all(queue.databases.map((db) => open(config, db)));
-    return shards.length === 1 ? (shards[0] as LibsqlTransport) : new ShardedQueue(shards, { turn: nextTurn(name) });
-  };
+  return servedBy(open);
 }
 
 /**
@@ -58,12 +49,22 @@ export function sharedTransports(): (config: Config, target?: QueueTarget) => Pr
  */
 export function perRequestTransports(): (config: Config, target?: QueueTarget) => Promise<ServedQueue> {
   const schemaReady = new Set<string>();
-  const open = async (config: Config, db: Database) => {
+  const open: Open = async (config, db) => {
     const key = databaseKey(db);
     const { transport } = await openDatabase(db, config, { ensureSchema: !schemaReady.has(key) });
     schemaReady.add(key);
     return transport;
   };
+  return servedBy(open);
+}
+
+type Open = (config: Config, db: Database) => Promise<LibsqlTransport>;
+
+/**
+ * The queue a request names, over databases opened by `open`: a database the edge named, or the
+ * default queue's; a named queue as the catalog says (a ShardedQueue over its shards' transports).
+ */
+function servedBy(open: Open): (config: Config, target?: QueueTarget) => Promise<ServedQueue> {
   return async (config, target) => {
     const name = target?.name ?? DEFAULT_QUEUE;
     if (target?.database !== undefined || name === DEFAULT_QUEUE)
