@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import { beforeAll, expect, it } from "vitest";
+import { DATABASE_HEADER } from "../../src/app/app.js";
 import { api, EMPTY, resetDatabase, rowCounts } from "./support.js";
 
 beforeAll(resetDatabase);
@@ -236,4 +237,15 @@ it("hostile requests get a 4xx JSON error and store nothing", async () => {
     { numRuns: Number(process.env.HOSTILE_RUNS ?? 300) },
   );
   expect(await rowCounts()).toEqual(EMPTY);
+});
+
+it("a client cannot name the database a writer serves: the edge drops the header it alone may set", async () => {
+  await resetDatabase();
+  // A database that answers nothing: had the writer trusted this header, the publish would fail.
+  const elsewhere = JSON.stringify({ url: "http://127.0.0.1:9" });
+  for (const path of ["/v1/groups/g/messages", "/v1/queues/default/groups/g/messages"]) {
+    const r = await api(path, { json: { event: { path } }, headers: { [DATABASE_HEADER]: elsewhere } });
+    expect(r.status, r.text).toBe(201);
+  }
+  expect((await rowCounts()).messages).toBe(2);
 });
