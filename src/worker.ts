@@ -245,15 +245,15 @@ const writerOf = (config: Config, env: Bindings, db: Database, hint: string | un
 };
 
 // Built on first use, not at startup: an isolate needs only one of them.
-let alone: ReturnType<typeof createApp> | undefined;
+let standalone: ReturnType<typeof createApp> | undefined;
 let edge: ReturnType<typeof createEdgeApp> | undefined;
 
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
     // Without the binding (the wrangler.toml block removed) every request is served here.
     if (env.QUEUE_WRITER === undefined) {
-      alone ??= createApp(perRequestTransports());
-      return alone.fetch(request, env, ctx);
+      standalone ??= createApp(perRequestTransports());
+      return standalone.fetch(request, env, ctx);
     }
     edge ??= createEdgeApp(writerOf);
     return edge.fetch(request, env, ctx);

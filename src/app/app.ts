@@ -6,7 +6,7 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
-import { pause } from "../core/backoff.js";
+import { sleepOrReturn } from "../core/backoff.js";
 import type { Database } from "../core/databases.js";
 import type { QueueInfo } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";
@@ -126,7 +126,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
         gate?.release();
         held = false;
       }
-      await pause(ms, signal);
+      await sleepOrReturn(ms, signal);
     });
     c.set(
       "waits",

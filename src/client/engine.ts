@@ -8,7 +8,7 @@
  *  - never past `retries`, nor a pause past the deadline (the call then fails with what it got).
  * A write that failed after an attempt may have applied says so (`outcomeUnknown`).
  */
-import { type Backoff, backoff, sleep } from "../core/backoff.js";
+import { type Backoff, backoff, sleepOrThrow } from "../core/backoff.js";
 import { checkOptions, timeoutOf } from "./args.js";
 import { type Failure, failureOfAnswer, failureOfNetwork, QueueHttpError, withUnknownOutcome } from "./http-errors.js";
 import type { CallOptions, FetchLike } from "./options.js";
@@ -200,7 +200,7 @@ class Clock {
   }
 
   sleep(ms: number): Promise<void> {
-    return sleep(ms, this.#ctl.signal);
+    return sleepOrThrow(ms, this.#ctl.signal);
   }
 
   dispose(): void {

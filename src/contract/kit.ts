@@ -25,13 +25,13 @@ type Issue = { input: unknown };
 type Problem = (input: unknown) => string | undefined;
 
 /** A message function for every check of one rule: the rule's own words about the input. */
-export const says =
+export const ruleMessage =
   (problem: Problem) =>
   (issue: Issue): string =>
     problem(issue.input) ?? "is not valid";
 
 /** The whole rule, after the structural checks (which the JSON Schema shows). */
-export const obeys = <T>(problem: Problem) => v.check((x: T) => problem(x) === undefined, says(problem));
+export const ruleCheck = <T>(problem: Problem) => v.check((x: T) => problem(x) === undefined, ruleMessage(problem));
 
 /**
  * A JSON object that refuses fields it does not declare (a typo must not be silently ignored),
@@ -49,19 +49,19 @@ export function object<E extends v.ObjectEntries>(entries: E, what = "field") {
 
 /** Group ids, worker ids and idempotency keys (rules.ts `idProblem`, or a stricter one built on it). */
 export function id(description: string, problem: Problem = idProblem) {
-  const m = says(problem);
+  const m = ruleMessage(problem);
   return v.pipe(
     v.string(m),
     v.minLength(1, m),
     v.maxLength(MAX_ID_LENGTH, m),
     v.regex(/^[^\0]*$/, m),
-    obeys<string>(problem),
+    ruleCheck<string>(problem),
     v.description(description),
   );
 }
 
 export function integer(min: number, max: number, description: string) {
-  const m = says((x) => integerProblem(x, min, max));
+  const m = ruleMessage((x) => integerProblem(x, min, max));
   return v.pipe(v.number(m), v.integer(m), v.minValue(min, m), v.maxValue(max, m), v.description(description));
 }
 
@@ -69,7 +69,7 @@ export const priority = (description: string) => integer(MIN_PRIORITY, MAX_PRIOR
 
 /** Seconds: `> 0` (a visibility) or `>= 0` (a delay), at most MAX_SECONDS. */
 export function seconds(min: "> 0" | ">= 0", description: string) {
-  const m = says((x) => secondsProblem(x, min));
+  const m = ruleMessage((x) => secondsProblem(x, min));
   return v.pipe(
     v.number(m),
     v.finite(m),
@@ -134,8 +134,8 @@ export const count = (description: string) =>
   v.pipe(v.number(), v.integer(), v.minValue(0), v.description(description));
 
 export const leaseId = v.pipe(
-  v.string(says(leaseIdProblem)),
-  v.regex(LEASE_ID, says(leaseIdProblem)),
+  v.string(ruleMessage(leaseIdProblem)),
+  v.regex(LEASE_ID, ruleMessage(leaseIdProblem)),
   v.description(
     "`<seq>.<32 hex>`: the handle for ack, nack, extend and release. Its token fences off a holder whose lease lapsed and was claimed again.",
   ),

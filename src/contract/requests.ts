@@ -33,11 +33,11 @@ import {
   integer,
   leaseId,
   list,
-  obeys,
   object,
   once,
   priority,
-  says,
+  ruleCheck,
+  ruleMessage,
   seconds,
   seqText,
 } from "./kit.js";
@@ -54,8 +54,8 @@ export const DeadLetterPath = object({ seq: seqText("The dead letter's seq.") })
 /** The W3C trace context a publish is made in (OpenTelemetry's `traceparent`). */
 const traceparent = v.optional(
   v.pipe(
-    v.string(says(traceparentProblem)),
-    obeys<string>(traceparentProblem),
+    v.string(ruleMessage(traceparentProblem)),
+    ruleCheck<string>(traceparentProblem),
     v.description(
       "The W3C trace context of the publisher's span (`00-<trace id>-<span id>-<flags>`): stored with the message, handed back with its lease (and push delivery), so that its processing is a child of its publishing.",
     ),
@@ -110,8 +110,8 @@ export const ClaimBody = object({
   ),
   wait: v.optional(
     v.pipe(
-      v.number(says(waitProblem)),
-      obeys<number>(waitProblem),
+      v.number(ruleMessage(waitProblem)),
+      ruleCheck<number>(waitProblem),
       v.minValue(0),
       v.maxValue(MAX_CLAIM_WAIT),
       v.description(
@@ -147,17 +147,17 @@ export const ExtendBody = object({
 /** A push subscription's name: the path's `{name}`. */
 export const SubscriptionPath = object({
   name: v.pipe(
-    v.string(says(subscriptionNameProblem)),
-    v.regex(SUBSCRIPTION.name, says(subscriptionNameProblem)),
+    v.string(ruleMessage(subscriptionNameProblem)),
+    v.regex(SUBSCRIPTION.name, ruleMessage(subscriptionNameProblem)),
     v.description("1 to 64 of A-Z, a-z, 0-9, `_` and `-`."),
   ),
 });
 
 export const SubscriptionBody = object({
   url: v.pipe(
-    v.string(says(pushUrlProblem)),
-    v.maxLength(SUBSCRIPTION.maxUrlLength, says(pushUrlProblem)),
-    obeys<string>(pushUrlProblem),
+    v.string(ruleMessage(pushUrlProblem)),
+    v.maxLength(SUBSCRIPTION.maxUrlLength, ruleMessage(pushUrlProblem)),
+    ruleCheck<string>(pushUrlProblem),
     v.description("Where each message is POSTed: an http or https URL, without credentials."),
     v.examples(["https://consumer.example.com/queue"]),
   ),
@@ -177,8 +177,8 @@ export const SubscriptionBody = object({
   ),
   signing_secret: v.optional(
     v.pipe(
-      v.string(says(signingSecretProblem)),
-      obeys<string>(signingSecretProblem),
+      v.string(ruleMessage(signingSecretProblem)),
+      ruleCheck<string>(signingSecretProblem),
       v.minLength(16),
       v.maxLength(256),
       v.description(
@@ -191,8 +191,8 @@ export const SubscriptionBody = object({
 /** A queue's name: the path's `{queue}`. */
 export const QueuePath = object({
   queue: v.pipe(
-    v.string(says(queueNameProblem)),
-    obeys<string>(queueNameProblem),
+    v.string(ruleMessage(queueNameProblem)),
+    ruleCheck<string>(queueNameProblem),
     v.maxLength(40),
     v.description(
       `The queue: 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--". \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
@@ -211,8 +211,8 @@ export const QueueBody = object({
   ),
   location_hint: v.optional(
     v.pipe(
-      v.string(says(locationHintProblem)),
-      obeys<string>(locationHintProblem),
+      v.string(ruleMessage(locationHintProblem)),
+      ruleCheck<string>(locationHintProblem),
       v.description(
         `Where the queue's writers should run, next to its databases' primary: one of ${LOCATION_HINTS.join(", ")} (a Durable Object location hint; the Worker's QUEUE_LOCATION_HINT by default).`,
       ),

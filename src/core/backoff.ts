@@ -49,7 +49,7 @@ export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 /** Resolves after `ms`; rejects with the signal's reason as soon as `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleepOrThrow(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -67,9 +67,9 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts (a pause that an abort cuts short, never an error). */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return sleep(ms, signal).catch(() => undefined);
+/** Resolves after `ms`, or at once when `signal` aborts (an abort cuts it short, never an error). */
+export function sleepOrReturn(ms: number, signal?: AbortSignal): Promise<void> {
+  return sleepOrThrow(ms, signal).catch(() => undefined);
 }
 
 /**
@@ -94,7 +94,7 @@ export async function pollUntil<T>(
   found: (result: T) => boolean,
   o: { deadline: number; pauses: Backoff; signal?: AbortSignal | undefined; wait?: (ms: number) => Promise<void> },
 ): Promise<T> {
-  const wait = o.wait ?? ((ms: number) => pause(ms, o.signal));
+  const wait = o.wait ?? ((ms: number) => sleepOrReturn(ms, o.signal));
   for (let attempt = 1; ; attempt++) {
     const result = await once();
     if (found(result) || o.signal?.aborted) return result;

@@ -10,11 +10,11 @@
  *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
-import { backoff, RETRY_MS, sleep, timeoutError } from "./backoff.js";
+import { backoff, RETRY_MS, sleepOrThrow, timeoutError } from "./backoff.js";
+import { Deadlines } from "./deadlines.js";
 import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
 import type { Plan } from "./sql/index.js";
-import { CALLS, REQUESTS, Watch } from "./watch.js";
 
 export interface CommitterOptions {
   /** Write batches in flight at once. */
@@ -53,7 +53,7 @@ export class Committer implements WriteEngine {
   readonly #queue: Pending<unknown>[] = [];
   #inFlight = 0;
   #scheduled = false;
-  readonly #watch = new Watch();
+  readonly #deadlines = new Deadlines();
   #closed = false;
   /** Writes submitted so far, and the callers the last batch answered that are expected back. */
   #arrivals = 0;
@@ -82,15 +82,15 @@ export class Committer implements WriteEngine {
         maybeApplied: false,
         sent: false,
         resolve: (v: unknown) => {
-          this.#watch.end(due);
+          this.#deadlines.end(due);
           resolve(v as T);
         },
         reject: (e: unknown) => {
-          this.#watch.end(due);
+          this.#deadlines.end(due);
           reject(e);
         },
       } as Pending<unknown>;
-      const due = this.#watch.add(CALLS, pending.deadline, () => this.#giveUp(pending));
+      const due = this.#deadlines.add("call", pending.deadline, () => this.#giveUp(pending));
       this.#queue.push(pending);
       this.#queuedStatements += pending.stmts.length;
       this.#arrivals++;
@@ -224,7 +224,7 @@ export class Committer implements WriteEngine {
         for (const w of live) w.lastError = err;
         attempt++;
         this.stats.retries++;
-        await sleep(backoff(attempt, RETRY_MS));
+        await sleepOrThrow(backoff(attempt, RETRY_MS));
         continue;
       }
       for (const w of live) w.sent = false;
@@ -255,14 +255,14 @@ export class Committer implements WriteEngine {
   #request(stmts: InStatement[]): Promise<ResultSet[]> {
     const ms = this.#opts.requestTimeoutMs;
     return new Promise((resolve, reject) => {
-      const due = this.#watch.add(REQUESTS, Date.now() + ms, () => reject(timeoutError(ms)));
+      const due = this.#deadlines.add("request", Date.now() + ms, () => reject(timeoutError(ms)));
       this.#send(stmts).then(
         (r) => {
-          this.#watch.end(due);
+          this.#deadlines.end(due);
           resolve(r);
         },
         (e) => {
-          this.#watch.end(due);
+          this.#deadlines.end(due);
           reject(e);
         },
       );

@@ -6,7 +6,7 @@
  */
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
 import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE } from "../rules.js";
-import { backoff, RETRY_MS, sleep, withTimeout } from "./backoff.js";
+import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
@@ -218,7 +218,7 @@ async function readWithRetries(client: Client, stmt: InStatement, s: Settings): 
       const err = toQueueError(e);
       const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
       if (!retryable || Date.now() + 10 >= deadline) throw err;
-      await sleep(backoff(attempt, RETRY_MS));
+      await sleepOrThrow(backoff(attempt, RETRY_MS));
     }
   }
 }

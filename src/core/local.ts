@@ -8,7 +8,7 @@
  * `@libsql/client` itself.
  */
 import type { Client, InStatement, ResultSet, Row, TransactionMode } from "@libsql/client";
-import { backoff, RETRY_MS, sleep } from "./backoff.js";
+import { backoff, RETRY_MS, sleepOrThrow } from "./backoff.js";
 import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
 import type { Plan } from "./sql/index.js";
@@ -230,7 +230,7 @@ export class LocalWrites implements WriteEngine {
           if (Date.now() + 10 < deadline) {
             this.stats.busy++;
             this.stats.retries++;
-            await sleep(backoff(attempt, RETRY_MS));
+            await sleepOrThrow(backoff(attempt, RETRY_MS));
             continue;
           }
         }

@@ -36,7 +36,7 @@ export interface QueueSettings {
 }
 
 /** Something that can count a database's messages (a transport over it). */
-interface Counted {
+interface StatsSource {
   stats(): Promise<QueueStats>;
   close?(): void;
 }
@@ -50,7 +50,7 @@ export class QueueCatalog {
   readonly #home: LibsqlTransport;
   readonly #provider: DatabaseProvider;
   readonly #default: QueueInfo;
-  readonly #open: (db: Database) => Promise<Counted>;
+  readonly #open: (db: Database) => Promise<StatsSource>;
 
   /**
    * `home`: the default queue's transport (the catalog's table is in its database); `defaultDatabase`
@@ -60,7 +60,7 @@ export class QueueCatalog {
     home: LibsqlTransport;
     defaultDatabase: Database;
     provider: DatabaseProvider;
-    open: (db: Database) => Promise<Counted>;
+    open: (db: Database) => Promise<StatsSource>;
     defaultLocationHint?: string | undefined;
   }) {
     this.#home = o.home;

@@ -25,8 +25,6 @@
  *   last message goes is deleted.
  */
 
-export const SCHEMA_VERSION = 5;
-
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
 const SPEC_TABLES = [
@@ -148,13 +146,6 @@ const V5_COLUMNS = [
   "ALTER TABLE messages ADD COLUMN tq_trace TEXT",
 ];
 
-/** Records the version (never lowers it: a newer transport may have been there first). */
-const SET_VERSION = [
-  "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-  `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
-  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
-];
-
 /**
  * Version 1 kept leases in `tq_deliveries` (one row per leased message), walked every group in
  * round-robin order, and stored every idempotency key with an expiry. Its leases stay valid: a
@@ -183,6 +174,20 @@ const FROM_V1_AFTER = [
 ];
 
 /**
+ * Each version's steps from the one before, in order: a new version appends one entry (its objects
+ * only; `IF NOT EXISTS` where a statement may meet its object already). Version 1 → 2 is the one
+ * that rewrites, and version 0 (none of ours yet) starts from the spec's tables.
+ */
+const VERSIONS: Array<{ version: number; steps: string[] }> = [
+  { version: 2, steps: [...V2_OBJECTS] },
+  { version: 3, steps: [...V3_OBJECTS] },
+  { version: 4, steps: [...V4_OBJECTS] },
+  { version: 5, steps: [...V5_COLUMNS] },
+];
+
+export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;
+
+/**
  * The statements that bring a database at `from` (0: none of ours yet, a new database or one the
  * Python transports made) to SCHEMA_VERSION, to run as one write batch. Two transports racing to
  * do it: the second one's batch fails as a whole (a column already exists) and it reads the version
@@ -190,19 +195,20 @@ const FROM_V1_AFTER = [
  */
 export function migrationSteps(from: number): string[] {
   if (from >= SCHEMA_VERSION) return [];
-  const since: Record<number, string[]> = {
-    4: [...V5_COLUMNS],
-    3: [...V4_OBJECTS, ...V5_COLUMNS],
-    2: [...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
-    1: [...FROM_V1, ...V2_OBJECTS, ...FROM_V1_AFTER, ...V3_OBJECTS, ...V4_OBJECTS, ...V5_COLUMNS],
-  };
-  const steps = since[from] ?? [
-    ...SPEC_TABLES,
-    ...ADDED_COLUMNS,
-    ...V2_OBJECTS,
-    ...V3_OBJECTS,
-    ...V4_OBJECTS,
-    ...V5_COLUMNS,
+  const start = from === 0 ? [...SPEC_TABLES, ...ADDED_COLUMNS] : from === 1 ? [...FROM_V1] : [];
+  const later = VERSIONS.filter((v) => v.version > Math.max(from, 1)).flatMap((v) => v.steps);
+  const after = from === 1 ? FROM_V1_AFTER : [];
+  // Version 1's live keys are copied once version 2's table exists (the first entry of `later`).
+  const steps =
+    from === 1 ? [...start, ...V2_OBJECTS, ...after, ...later.slice(V2_OBJECTS.length)] : [...start, ...later];
+  return [...steps, ...setVersion()];
+}
+
+/** Records the version (never lowers it: a newer transport may have been there first). */
+function setVersion(): string[] {
+  return [
+    "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
   ];
-  return [...steps, ...SET_VERSION];
 }

@@ -4,7 +4,7 @@
  */
 import type * as W from "../../contract/types.js";
 import { leaseFromWire } from "../../contract/wire.js";
-import { pollUntil, sleep } from "../../core/backoff.js";
+import { pollUntil, sleepOrThrow } from "../../core/backoff.js";
 import type { Lease } from "../../core/types.js";
 import { IDLE_POLL } from "../../rules.js";
 import type { AckRiders } from "../acks.js";
@@ -100,7 +100,7 @@ export class Claims {
         deadline: Date.now() + (options.wait ?? 0) * 1000,
         pauses: { initial: IDLE_POLL.minMs, max: IDLE_POLL.maxMs },
         signal,
-        wait: (ms) => sleep(ms, signal),
+        wait: (ms) => sleepOrThrow(ms, signal),
       },
     );
   }

@@ -1,8 +1,7 @@
 /** One timer for many deadlines (src/core/committer.ts). */
 
-/** A call's deadline (queueing, attempts and backoff) and a request's (one HTTP exchange). */
-export const CALLS = 0;
-export const REQUESTS = 1;
+/** Each call's deadline (queueing, attempts and backoff), and each request's (one HTTP exchange). */
+export type DeadlineKind = "call" | "request";
 
 export interface Due {
   at: number;
@@ -11,19 +10,18 @@ export interface Due {
 }
 
 /**
- * The deadlines of a committer (each call's, each request's) under one timer: a timer per write
- * cost more than the rest of its bookkeeping in workerd (a set and a clear per write, BENCHMARKS.md).
- * Each line's deadlines come in the order they fall due (a fixed budget from now), so the timer
- * only ever waits for the oldest one still open; ended ones leave their line from its head.
+ * The deadlines of a committer under one timer (a timer per write would be set and cleared per
+ * write). Each kind's deadlines come in the order they fall due (a fixed budget from now), so the
+ * timer only ever waits for the oldest one still open; ended ones leave their line from its head.
  */
-export class Watch {
-  readonly #lines: [Due[], Due[]] = [[], []];
+export class Deadlines {
+  readonly #lines: Record<DeadlineKind, Due[]> = { call: [], request: [] };
   #timer: ReturnType<typeof setTimeout> | undefined;
   #armedFor = Number.POSITIVE_INFINITY;
 
-  add(line: typeof CALLS | typeof REQUESTS, at: number, fire: () => void): Due {
+  add(kind: DeadlineKind, at: number, fire: () => void): Due {
     const due = { at, fire, ended: false };
-    this.#lines[line].push(due);
+    this.#lines[kind].push(due);
     if (at < this.#armedFor) this.#arm(at);
     return due;
   }
@@ -31,7 +29,7 @@ export class Watch {
   /** The thing watched settled: its deadline no longer matters. */
   end(due: Due): void {
     due.ended = true;
-    for (const line of this.#lines) while (line.length > 0 && (line[0] as Due).ended) line.shift();
+    for (const line of Object.values(this.#lines)) while (line.length > 0 && (line[0] as Due).ended) line.shift();
   }
 
   #arm(at: number): void {
@@ -47,7 +45,7 @@ export class Watch {
     this.#armedFor = Number.POSITIVE_INFINITY;
     const now = Date.now();
     let next = Number.POSITIVE_INFINITY;
-    for (const line of this.#lines) {
+    for (const line of Object.values(this.#lines)) {
       while (line.length > 0 && ((line[0] as Due).ended || (line[0] as Due).at <= now)) {
         const due = line.shift() as Due;
         if (due.ended) continue;
