@@ -7,8 +7,8 @@ export type {
   ConsumeSummary,
   Handler,
   HandlerContext,
-} from "./client/consume.js";
-export { consume } from "./client/consume.js";
+} from "./consume/consume.js";
+export { consume } from "./consume/consume.js";
 export { SIGNATURE_HEADER, signPayload, verifySignature } from "./contract/signature.js";
 export type { PushDelivery } from "./contract/types.js";
 export type { QueueErrorCode } from "./core/errors.js";

@@ -14,8 +14,8 @@ import type { ServerFeatures } from "./features.js";
 import { QueueHttpError } from "./http-errors.js";
 import type { CallOptions } from "./options.js";
 
-/** An ack waiting to ride with the next claim. */
-export interface Rider {
+/** An ack waiting to ride with the next claim (or to go on its own at the end of the tick). */
+export interface PendingAck {
   id: string;
   resolve(): void;
   reject(e: unknown): void;
@@ -24,11 +24,11 @@ export interface Rider {
 /** The ack codes a claim's answer may report, with the status each has on its own route. */
 const STATUS_OF_ACK_ERROR: Record<string, number> = { LEASE_LOST: 409, LEASE_NOT_FOUND: 404, INVALID_ARGUMENT: 400 };
 
-export class AckRiders {
+export class PendingAcks {
   readonly #engine: Engine;
   readonly #features: ServerFeatures;
   /** Acks waiting for a claim in this tick; sent on their own at the end of it otherwise. */
-  #waiting: Rider[] = [];
+  #waiting: PendingAck[] = [];
   #flushQueued = false;
 
   constructor(engine: Engine, features: ServerFeatures) {
@@ -38,35 +38,35 @@ export class AckRiders {
 
   /** Acks lease `id`: without per-call options, by the next claim of this tick if one comes. */
   ack(id: string, options: CallOptions | undefined): Promise<void> {
-    if (options !== undefined || !this.#features.acks) return this.alone(id, options ?? {}, false);
+    if (options !== undefined || !this.#features.acks) return this.ackInOwnRequest(id, options ?? {}, false);
     return new Promise<void>((resolve, reject) => {
       this.#waiting.push({ id, resolve, reject });
       if (!this.#flushQueued) {
         this.#flushQueued = true;
         queueMicrotask(() => {
           this.#flushQueued = false;
-          this.sendAlone(this.#waiting.splice(0), false);
+          this.ackEachInOwnRequest(this.#waiting.splice(0), false);
         });
       }
     });
   }
 
   /** The acks a claim sent now carries (none when the server takes no acks with claims). */
-  take(): Rider[] {
+  take(): PendingAck[] {
     return this.#features.acks ? this.#waiting.splice(0, MAX_CLAIM_ACKS) : [];
   }
 
-  /** Settles the riders of a claim from its answer's outcomes; `retried`: the claim may have been applied before. */
-  settle(riders: Rider[], answer: W.LeaseList, retried: boolean): void {
+  /** Settles the acks of a claim from its answer's outcomes; `retried`: the claim may have been applied before. */
+  settle(acks: PendingAck[], answer: W.LeaseList, retried: boolean): void {
     const outcomes = ackOutcomes(
       answer,
-      riders.map((r) => r.id),
+      acks.map((r) => r.id),
     );
-    riders.forEach((r, i) => {
+    acks.forEach((r, i) => {
       const o = outcomes[i];
       if (o === undefined) {
         // The answer does not say: ask again on its own (fenced, so sending it again is safe).
-        this.alone(r.id, {}, true).then(r.resolve, r.reject);
+        this.ackInOwnRequest(r.id, {}, true).then(r.resolve, r.reject);
       } else if (o.error === undefined) {
         r.resolve();
       } else {
@@ -81,15 +81,15 @@ export class AckRiders {
   }
 
   /**
-   * Sends each rider in its own request, each to its own answer (after a claim that carried them
+   * Sends each ack in its own request, each to its own answer (after a claim that carried them
    * failed: `mayHaveApplied` when that claim may have applied them, so that they are read as resends).
    */
-  sendAlone(riders: Rider[], mayHaveApplied: boolean): void {
-    for (const r of riders) this.alone(r.id, {}, mayHaveApplied).then(r.resolve, r.reject);
+  ackEachInOwnRequest(acks: PendingAck[], mayHaveApplied: boolean): void {
+    for (const r of acks) this.ackInOwnRequest(r.id, {}, mayHaveApplied).then(r.resolve, r.reject);
   }
 
   /** One ack, in its own request; `retried`: an earlier request with this ack may have applied it. */
-  async alone(id: string, options: CallOptions, retried: boolean): Promise<void> {
+  async ackInOwnRequest(id: string, options: CallOptions, retried: boolean): Promise<void> {
     const path = `/v1/leases/${leaseSegment(id)}/ack`;
     try {
       await this.#engine.send({ method: "POST", path, write: true, retryUnknown: true, ok: () => undefined }, options);

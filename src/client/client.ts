@@ -28,7 +28,7 @@ import type {
   SubscriptionInput,
 } from "../core/types.js";
 import { DEFAULT_QUEUE, describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
-import { AckRiders } from "./acks.js";
+import { PendingAcks } from "./acks.js";
 import { baseUrl, intOption, timeoutOf } from "./args.js";
 import { Engine } from "./engine.js";
 import { ServerFeatures } from "./features.js";
@@ -100,7 +100,7 @@ export class QueueClient {
     this.#maxClaimWait = wait ?? DEFAULTS.maxClaimWait;
 
     const features = new ServerFeatures();
-    const acks = new AckRiders(engine, features);
+    const acks = new PendingAcks(engine, features);
     this.#messages = new Messages(engine, options.autoIdempotencyKeys ?? true);
     this.#claims = new Claims(engine, features, acks);
     this.#inspect = new Inspect(engine);

@@ -4,6 +4,16 @@
  * what a push consumer needs (the signature check, and `leaseOfDelivery` to settle a delivery).
  */
 
+export type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  ConsumePhase,
+  ConsumerQueue,
+  ConsumeSummary,
+  Handler,
+  HandlerContext,
+} from "../consume/consume.js";
+export { consume } from "../consume/consume.js";
 export { SIGNATURE_HEADER, signPayload, verifySignature } from "../contract/signature.js";
 export type { PushDelivery } from "../contract/types.js";
 /** A push delivery (the body POSTed to a subscription's URL) as a `Lease` to ack, nack, extend or release through the client. */
@@ -26,16 +36,6 @@ export type {
   SubscriptionInput as SubscriptionOptions,
 } from "../core/types.js";
 export { createClient, QueueClient } from "./client.js";
-export type {
-  ConsumeErrorContext,
-  ConsumeOptions,
-  ConsumePhase,
-  ConsumerQueue,
-  ConsumeSummary,
-  Handler,
-  HandlerContext,
-} from "./consume.js";
-export { consume } from "./consume.js";
 export type { HttpErrorCode } from "./http-errors.js";
 export { QueueHttpError } from "./http-errors.js";
 export type {

@@ -7,7 +7,7 @@
 import type * as W from "../../contract/types.js";
 import { extendFromWire } from "../../contract/wire.js";
 import type { Lease, NackResult } from "../../core/types.js";
-import type { AckRiders } from "../acks.js";
+import type { PendingAcks } from "../acks.js";
 import { leaseIdOf, leaseSegment, seqOfLeaseId } from "../args.js";
 import { type Engine, json } from "../engine.js";
 import { QueueHttpError, withUnknownOutcome } from "../http-errors.js";
@@ -17,11 +17,11 @@ import type { Inspect } from "./inspect.js";
 
 export class Leases {
   readonly #engine: Engine;
-  readonly #acks: AckRiders;
+  readonly #acks: PendingAcks;
   readonly #inspect: Inspect;
   readonly #deadLetters: DeadLetters;
 
-  constructor(engine: Engine, acks: AckRiders, inspect: Inspect, deadLetters: DeadLetters) {
+  constructor(engine: Engine, acks: PendingAcks, inspect: Inspect, deadLetters: DeadLetters) {
     this.#engine = engine;
     this.#acks = acks;
     this.#inspect = inspect;

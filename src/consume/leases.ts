@@ -5,8 +5,8 @@
  */
 import { QueueError } from "../core/errors.js";
 import type { Lease } from "../core/types.js";
-import type { Lane, Settle } from "./consume-lanes.js";
-import type { ConsumeErrorContext, ConsumerQueue, ConsumeSummary } from "./consume-options.js";
+import type { Lane, Settle } from "./lanes.js";
+import type { ConsumeErrorContext, ConsumerQueue, ConsumeSummary } from "./options.js";
 
 export interface Job<E> {
   lease: Lease<E>;

@@ -9,15 +9,15 @@
  * tick as the claims that refill their slots, so that the library's group commit carries them in
  * one batch (and the HTTP client in the claims' requests). Every free slot is claimed at once, in
  * claims of at most MAX_CLAIM_BATCH sent in the same tick (one batch per database), and a queue
- * over shards is claimed shard by shard, so that no shard waits for another (./consume-lanes.ts).
+ * over shards is claimed shard by shard, so that no shard waits for another (./lanes.ts).
  */
 import { backoff } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
 import { contextOf, traced } from "../core/telemetry.js";
 import type { Lease } from "../core/types.js";
 import { DEFAULT_QUEUE, MAX_CLAIM_BATCH } from "../rules.js";
-import { allot, claimSizes, type Lane, lanesOf } from "./consume-lanes.js";
-import { call, type Job, LeaseCalls } from "./consume-leases.js";
+import { allot, claimSizes, type Lane, lanesOf } from "./lanes.js";
+import { call, type Job, LeaseCalls } from "./leases.js";
 import {
   type ConsumeErrorContext,
   type ConsumeOptions,
@@ -28,7 +28,7 @@ import {
   type Handler,
   type Resolved,
   resolveOptions,
-} from "./consume-options.js";
+} from "./options.js";
 
 export type {
   ConsumeErrorContext,
@@ -38,7 +38,7 @@ export type {
   ConsumeSummary,
   Handler,
   HandlerContext,
-} from "./consume-options.js";
+} from "./options.js";
 
 /**
  * Runs `handler` on the messages of `queue` until `options.signal` aborts; resolves (never rejects
@@ -189,7 +189,7 @@ class Loop<E> {
         this.#idle(lane, got === 0);
       } else {
         lane.emptyClaims = 0;
-        lane.starved = false;
+        lane.paused = false;
         lane.rest();
       }
     }
@@ -205,7 +205,7 @@ class Loop<E> {
 
   /** Pauses `lane`'s claims until a handler of its finishes or the idle delay passes (or long-polls, where the queue can). */
   #idle(lane: Lane, empty: boolean, failed = false): void {
-    lane.starved = true;
+    lane.paused = true;
     lane.empty = empty && !failed;
     lane.rest();
     if (this.#poll) return; // the poll's answer decides
@@ -225,7 +225,7 @@ class Loop<E> {
     const delay = backoff(empty ? lane.emptyClaims : 1, this.#o.idle);
     lane.timer = setTimeout(() => {
       lane.timer = undefined;
-      lane.starved = false;
+      lane.paused = false;
       this.#pump();
     }, delay);
   }
@@ -249,7 +249,7 @@ class Loop<E> {
             if (list.length < n) {
               this.#idle(lane, list.length === 0);
             } else {
-              lane.starved = false;
+              lane.paused = false;
               lane.empty = false;
             }
           }
@@ -288,7 +288,7 @@ class Loop<E> {
   /** A handler of `lane` finished: its ack may have freed its group's next message, so claim again now. */
   #wake(lane: Lane): void {
     lane.rest();
-    lane.starved = false;
+    lane.paused = false;
     lane.empty = false;
     this.#schedule();
   }
