@@ -3,6 +3,7 @@
  * ack or nack, or a release for a lease no handler will run. Every failure goes to `onError`;
  * every ack, nack and release is tracked, so that stopping waits for it.
  */
+import { MAX_TIMER_MS } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
 import type { Lease } from "../core/types.js";
 import type { Lane, Settle } from "./lanes.js";
@@ -51,9 +52,12 @@ export class LeaseCalls {
     this.#answered = answered;
   }
 
-  /** Extends `job`'s lease in `ms`, and every half visibility after that, until the job is over. */
+  /**
+   * Extends `job`'s lease in `ms`, and every half visibility after that, until the job is over. A
+   * delay past the longest timer is cut to it: an early heartbeat only renews the lease sooner.
+   */
   beatAfter<E>(job: Job<E>, ms: number): void {
-    job.heartbeat = setTimeout(() => this.#beat(job), Math.max(0, ms));
+    job.heartbeat = setTimeout(() => this.#beat(job), Math.min(MAX_TIMER_MS, Math.max(0, ms)));
   }
 
   #beat<E>(job: Job<E>): void {

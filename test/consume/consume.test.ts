@@ -253,6 +253,39 @@ describe("consume() over sqld", () => {
     expect((await t.stats()).groups).toBe(0);
   });
 
+  it("a heartbeat past the longest timer (24.8 days: a visibility over 49.7; up to 366 are allowed) is not sent at once", async () => {
+    const t = await fresh();
+    await t.publishMany([
+      { groupId: "months", event: {} },
+      { groupId: "year", event: {} },
+    ]);
+    for (const visibility of [60 * 86_400, 366 * 86_400]) {
+      const ctl = new AbortController();
+      let extends_ = 0;
+      const counted: ConsumerQueue = {
+        claimMany: (w, v, k, p) => t.claimMany(w, v, k, p),
+        ack: (l) => t.ack(l),
+        nack: (l, d) => t.nack(l, d),
+        release: (l) => t.release(l),
+        extend: (l, v) => {
+          extends_++;
+          return t.extend(l, v);
+        },
+      };
+      const summary = await consume(
+        counted,
+        async () => {
+          await sleep(300);
+          ctl.abort();
+        },
+        { workerId: "long", visibility, signal: ctl.signal },
+      );
+      expect(summary.acked, `visibility ${visibility}`).toBe(1);
+      // A heartbeat is due at half the visibility: not within this handler's 300 ms.
+      expect(extends_, `extends with visibility ${visibility}`).toBe(0);
+    }
+  });
+
   it("stops extending a fenced lease, aborts its handler's signal and neither acks nor nacks it", async () => {
     const t = await fresh();
     await t.publish("g", { n: 1 });
