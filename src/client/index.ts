@@ -12,8 +12,11 @@ export type {
   ConsumeSummary,
   Handler,
   HandlerContext,
+  LeftLease,
 } from "../consume/consume.js";
 export { consume } from "../consume/consume.js";
+export type { DrainOptions } from "../consume/drain.js";
+export { drain } from "../consume/drain.js";
 export { SIGNATURE_HEADER, signPayload, verifySignature } from "../contract/signature.js";
 export type { PushDelivery } from "../contract/types.js";
 /** A push delivery (the body POSTed to a subscription's URL) as a `Lease` to ack, nack, extend or release through the client. */
@@ -30,6 +33,8 @@ export type {
   QueueHistory,
   QueueSample,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
   /** The settings of `subscribe()` (the name it had before it became the library's `SubscriptionInput`). */

@@ -13,7 +13,11 @@ import type { Lease } from "../core/types.js";
 import { MAX_CLAIM_BATCH } from "../rules.js";
 import type { ConsumerQueue } from "./options.js";
 
-export type Settle = { kind: "ack"; lease: Lease<unknown> } | { kind: "nack"; lease: Lease<unknown>; delay: number };
+/** An ack, nack or release consume() owes the queue for one lease. */
+export type Settle =
+  | { kind: "ack"; lease: Lease<unknown> }
+  | { kind: "nack"; lease: Lease<unknown>; delay: number }
+  | { kind: "release"; lease: Lease<unknown> };
 
 /** The fewest free slots a lane with claims out claims for. */
 export const MIN_EXTRA_CLAIM = MAX_CLAIM_BATCH / 2;
@@ -31,6 +35,8 @@ export class Lane {
   /** Its last round found nothing, and did not fail (an idle consumer long-polls once every lane did). */
   empty = false;
   emptyClaims = 0;
+  /** When its last round that found nothing was sent (undefined once one finds something): how long it has been drained. */
+  emptySentAt: number | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   /** Acks and nacks of this lane's leases, waiting to ride with its next claims. */
   settles: Settle[] = [];

@@ -1,13 +1,16 @@
 /**
  * What consume() sends for the leases it holds: heartbeats (extend) while a handler runs, then the
- * ack or nack, or a release for a lease no handler will run. Every failure goes to `onError`;
- * every ack, nack and release is tracked, so that stopping waits for it.
+ * ack or nack, or a release for a lease no handler will run (or one whose handler ran out of time
+ * at the deadline). Many go in one `settle` where the queue has it. Each answer is counted once in
+ * the summary; every failure goes to `onError`; every call is tracked, so that stopping waits for it
+ * and a deadline can tell which leases it left unanswered.
  */
 import { MAX_TIMER_MS } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
-import type { Lease } from "../core/types.js";
+import type { Lease, NackResult, Settlement } from "../core/types.js";
+import { MAX_SETTLE_BATCH } from "../rules.js";
 import type { Lane, Settle } from "./lanes.js";
-import type { ConsumeErrorContext, ConsumerQueue, ConsumeSummary } from "./options.js";
+import type { ConsumeErrorContext, ConsumerQueue, ConsumeSummary, LeftLease } from "./options.js";
 
 export interface Job<E> {
   lease: Lease<E>;
@@ -17,7 +20,7 @@ export interface Job<E> {
   heartbeat: ReturnType<typeof setTimeout> | undefined;
   /** A heartbeat found the lease fenced off: do not ack or nack it. */
   fenced: boolean;
-  /** Over: finished, or abandoned at the end of the grace period. */
+  /** Over: finished, or abandoned at the end of the grace period or at the deadline. */
   over: boolean;
 }
 
@@ -37,6 +40,8 @@ export function call<T>(f: () => Promise<T>): Promise<T> {
 export class LeaseCalls {
   /** Acks, nacks and releases sent and not answered yet. */
   readonly ops = new Set<Promise<unknown>>();
+  /** The leases of those, by lease id: what a deadline leaves unanswered. */
+  readonly #out = new Map<string, Settle>();
   readonly #queue: ConsumerQueue;
   readonly #visibility: number;
   readonly #summary: ConsumeSummary;
@@ -85,45 +90,93 @@ export class LeaseCalls {
     );
   }
 
-  /** Sends these acks and nacks now (in the caller's tick, with the claims it sends). */
-  settle(settles: Settle[]): void {
+  /**
+   * Sends these now, in the caller's tick. With `claiming` (claims leave in this tick too) each ack
+   * goes by `ack()`, to ride with them (the group commit's batch, or the HTTP claim's request); the
+   * rest goes in `settle` calls of at most MAX_SETTLE_BATCH, or lease by lease on a queue without it.
+   */
+  settle(settles: Settle[], claiming: boolean): void {
+    const batchable = typeof this.#queue.settle === "function";
+    const together: Settle[] = [];
     for (const s of settles) {
-      if (s.kind === "ack") {
-        this.#track(
-          call(() => this.#queue.ack(s.lease)).then(
-            () => {
-              this.#summary.acked++;
-            },
-            (e) => this.#report(e, { phase: "ack", lease: s.lease }),
-          ),
-        );
-      } else {
-        this.#track(
-          call(() => this.#queue.nack(s.lease, s.delay)).then(
-            (r) => {
-              this.#summary.nacked++;
-              if ((r as { deadLettered?: unknown } | undefined)?.deadLettered === true) this.#summary.deadLettered++;
-            },
-            (e) => this.#report(e, { phase: "nack", lease: s.lease }),
-          ),
-        );
-      }
+      if (!batchable || (claiming && s.kind === "ack")) this.#one(s);
+      else together.push(s);
     }
+    for (let i = 0; i < together.length; i += MAX_SETTLE_BATCH) this.#many(together.slice(i, i + MAX_SETTLE_BATCH));
   }
 
-  /** Gives back a lease that no handler will run (claimed while stopping), without spending its attempt. */
-  release(lease: Lease<unknown>): void {
+  /** Gives back leases no handler will run (claimed while stopping), or whose handler ran out of time, without spending their attempts. */
+  release(leases: Lease<unknown>[]): void {
+    this.settle(
+      leases.map((lease) => ({ kind: "release", lease })),
+      false,
+    );
+  }
+
+  /** The leases whose ack, nack or release is still out. */
+  unanswered(): LeftLease[] {
+    return [...this.#out.values()].map((s) => leftLease(s.lease, "unanswered"));
+  }
+
+  #one(s: Settle): void {
+    const q = this.#queue;
+    const sent =
+      s.kind === "ack"
+        ? call(() => q.ack(s.lease))
+        : s.kind === "nack"
+          ? call(() => q.nack(s.lease, s.delay))
+          : call(() => q.release(s.lease));
     this.#track(
-      call(() => this.#queue.release(lease)).then(
-        () => {
-          this.#summary.released++;
-        },
-        (e) => this.#report(e, { phase: "release", lease }),
+      [s],
+      sent.then(
+        (r) => this.#outcome(s, undefined, (r as Partial<NackResult> | undefined)?.deadLettered === true),
+        (e) => this.#outcome(s, e, false),
       ),
     );
   }
 
-  #track(p: Promise<unknown>): void {
+  #many(settles: Settle[]): void {
+    const list: Settlement[] = settles.map((s) =>
+      s.kind === "nack" ? { action: "nack", lease: s.lease, delay: s.delay } : { action: s.kind, lease: s.lease },
+    );
+    this.#track(
+      settles,
+      call(() => (this.#queue.settle as NonNullable<ConsumerQueue["settle"]>)(list)).then(
+        (outcomes) =>
+          settles.forEach((s, i) => {
+            const o = Array.isArray(outcomes) ? outcomes[i] : undefined;
+            if (o === undefined)
+              this.#outcome(s, new QueueError("DATABASE", "settle() answered no outcome for this lease"), false);
+            else this.#outcome(s, o.error, o.deadLettered === true);
+          }),
+        (e) => {
+          for (const s of settles) this.#outcome(s, e, false);
+        },
+      ),
+    );
+  }
+
+  /** One lease's answer, counted once. */
+  #outcome(s: Settle, error: unknown, deadLettered: boolean): void {
+    this.#out.delete(s.lease.id);
+    const m = this.#summary;
+    if (error === undefined) {
+      if (s.kind === "ack") m.acked++;
+      else if (s.kind === "release") m.released++;
+      else if (deadLettered) m.deadLettered++;
+      return;
+    }
+    this.#report(error, { phase: s.kind, lease: s.lease });
+    if (isFenced(error)) {
+      m.lost++;
+    } else {
+      m.settleFailed++;
+      m.leftLeased.push(leftLease(s.lease, `${s.kind}-failed`));
+    }
+  }
+
+  #track(settles: Settle[], p: Promise<unknown>): void {
+    for (const s of settles) this.#out.set(s.lease.id, s);
     this.ops.add(p);
     void p.finally(() => {
       this.ops.delete(p);
@@ -131,3 +184,11 @@ export class LeaseCalls {
     });
   }
 }
+
+export const leftLease = (l: Lease<unknown>, reason: LeftLease["reason"]): LeftLease => ({
+  leaseId: l.id,
+  seq: l.seq,
+  groupId: l.groupId,
+  expiresAt: l.expiresAt,
+  reason,
+});

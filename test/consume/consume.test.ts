@@ -90,7 +90,20 @@ describe("consume() over sqld", () => {
     expect(overlaps, "two handlers of one group at once").toEqual([]);
     expect(peak).toBeLessThanOrEqual(16);
     expect(peak, "the loop ran handlers concurrently").toBeGreaterThan(1);
-    expect(summary).toEqual({ acked: 1000, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 });
+    expect(summary).toEqual({
+      stopped: "signal",
+      claimed: 1000,
+      handled: 1000,
+      acked: 1000,
+      nacked: 0,
+      deadLettered: 0,
+      released: 0,
+      lost: 0,
+      abandoned: 0,
+      settleFailed: 0,
+      leftLeased: [],
+      claimsUnanswered: 0,
+    });
     const seqs = handled.map((h) => h.seq);
     expect(new Set(seqs).size, "a message handled twice").toBe(1000);
     expect(
@@ -373,7 +386,8 @@ describe("consume() over sqld", () => {
       { workerId: "stuck", visibility: 1, graceMs: 200, signal: ctl.signal },
     );
     expect(started).toBe(true);
-    expect(summary).toMatchObject({ acked: 0, nacked: 0, abandoned: 1 });
+    expect(summary).toMatchObject({ acked: 0, nacked: 0, abandoned: 1, claimed: 1, handled: 0 });
+    expect(summary.leftLeased.map((l) => [l.seq, l.reason])).toEqual([[1, "abandoned"]]);
     expect(handlerSignal?.aborted).toBe(true);
     // Not released: still leased by the stuck handler, until the lease lapses (no more heartbeats).
     expect((await t.stats()).inFlight).toBe(1);
@@ -390,7 +404,20 @@ describe("consume() over sqld", () => {
     let handled = 0;
     const summary = await consume(t, () => void handled++, { workerId: "never", signal: ctl.signal });
     expect(handled).toBe(0);
-    expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 });
+    expect(summary).toEqual({
+      stopped: "signal",
+      claimed: 0,
+      handled: 0,
+      acked: 0,
+      nacked: 0,
+      deadLettered: 0,
+      released: 0,
+      lost: 0,
+      abandoned: 0,
+      settleFailed: 0,
+      leftLeased: [],
+      claimsUnanswered: 0,
+    });
 
     // A claim answered after the abort: its leases go back at once (released, not nacked), no handler runs.
     const ctl2 = new AbortController();
@@ -452,7 +479,24 @@ describe("consume() over sqld", () => {
     });
     expect(handled).toBe(0);
     expect(errors.log).toEqual([]);
-    expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 1, lost: 0, abandoned: 0 });
+    expect(summary).toEqual({
+      ...{
+        stopped: "signal",
+        claimed: 0,
+        handled: 0,
+        acked: 0,
+        nacked: 0,
+        deadLettered: 0,
+        released: 0,
+        lost: 0,
+        abandoned: 0,
+        settleFailed: 0,
+        leftLeased: [],
+        claimsUnanswered: 0,
+      },
+      claimed: 1,
+      released: 1,
+    });
     // A nack would have made this the third attempt.
     expect(await t.claim("next", 30)).toMatchObject({ seq, attempts: 2 });
   });

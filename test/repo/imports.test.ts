@@ -114,7 +114,7 @@ describe("imports", () => {
         "src/client",
         (s) =>
           s === "@opentelemetry/api" ||
-          /^src\/(rules\.ts|client\/|consume\/|contract\/(wire|signature)\.ts|core\/(errors|validate|backoff|node-fetch|types|telemetry)\.ts)/.test(
+          /^src\/(rules\.ts|client\/|consume\/|contract\/(wire|signature)\.ts|core\/(errors|validate|backoff|node-fetch|types|telemetry|settle)\.ts)/.test(
             s,
           ),
       ),

@@ -69,9 +69,9 @@ export class Claims {
       if (carried.length > 0) this.#acks.settle(carried, answer, retried);
       return answer.leases.map((l) => leaseFromWire<E>(l, workerId));
     } catch (e) {
-      // The carried acks go on their own: each gets its own answer (read as a resend when the
+      // The carried acks go without a claim, each to its own answer (read as a resend when the
       // claim may have applied them).
-      this.#acks.ackEachInOwnRequest(carried, !(e instanceof QueueHttpError) || e.outcomeUnknown);
+      this.#acks.sendWithoutClaim(carried, !(e instanceof QueueHttpError) || e.outcomeUnknown);
       // Refused for what the carried acks or `wait` added: the claim itself was fine, so send it without them.
       const sent = { acks: carried.length > 0, wait: body.wait !== undefined };
       if (e instanceof QueueHttpError && this.#features.refusedFor(e, sent)) {
