@@ -6,6 +6,7 @@
  */
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { type Proxy as FaultProxy, startProxy } from "../../scripts/support/proxy.js";
+import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import {
   type ConsumeSummary,
@@ -14,6 +15,7 @@ import {
   type Lease,
   LibsqlTransport,
   QueueError,
+  ShardedQueue,
   type TransportOptions,
 } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
@@ -105,6 +107,34 @@ describe("until drained", () => {
     await t.publish("g", { late: true });
     expect(await run).toMatchObject({ stopped: "drained", claimed: 1, acked: 1 });
     expect(handled).toBe(1);
+  });
+});
+
+describe("until drained, on a ShardedQueue", () => {
+  it("drains every shard, then an idle run costs each shard two claims", async () => {
+    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+    const names = [0, 1, 2].map((i) => `drain-${process.pid}-${Date.now().toString(36)}-${i}`);
+    for (const n of names) await provider.create(n);
+    cleanups.push(() => Promise.all(names.map((n) => provider.drop(n).catch(() => false))));
+    const proxy = await startProxy(Number(new URL(inject("nsSqldUrl")).port));
+    cleanups.push(() => proxy.close());
+    let claims = 0;
+    proxy.observe = (text) => {
+      claims += text.split(CLAIM).length - 1;
+    };
+    const shards = await Promise.all(names.map((namespace) => LibsqlTransport.create(proxy.url, { namespace })));
+    const sharded = new ShardedQueue(shards);
+    cleanups.push(() => sharded.close());
+    await sharded.publishMany(Array.from({ length: 30 }, (_, i) => ({ groupId: `g${i % 9}`, event: { i } })));
+    const first = await drain(sharded, () => {}, { workerId: "shards", concurrency: 6, budgetMs: 30_000 });
+    expect(first).toMatchObject({ stopped: "drained", claimed: 30, acked: 30, leftLeased: [] });
+    expect((await sharded.stats()).groups).toBe(0);
+    const before = claims;
+    expect(await drain(sharded, () => {}, { workerId: "shards", concurrency: 6, budgetMs: 30_000 })).toMatchObject({
+      stopped: "drained",
+      claimed: 0,
+    });
+    expect(claims - before).toBe(2 * shards.length);
   });
 });
 
