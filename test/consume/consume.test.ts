@@ -9,6 +9,7 @@ import { clientOf } from "../../src/core/internals.js";
 import {
   type ConsumeErrorContext,
   type ConsumerQueue,
+  type ConsumeSummary,
   consume,
   type Lease,
   LibsqlTransport,
@@ -36,6 +37,22 @@ async function fresh(options: TransportOptions = {}): Promise<LibsqlTransport> {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The summary of a consumer stopped by its signal that did nothing. */
+const NOTHING: ConsumeSummary = {
+  stopped: "signal",
+  claimed: 0,
+  handled: 0,
+  acked: 0,
+  nacked: 0,
+  deadLettered: 0,
+  released: 0,
+  lost: 0,
+  abandoned: 0,
+  settleFailed: 0,
+  leftLeased: [],
+  claimsUnanswered: 0,
+};
 
 /** Every error a consumer reported, by phase. */
 function errorLog() {
@@ -90,20 +107,7 @@ describe("consume() over sqld", () => {
     expect(overlaps, "two handlers of one group at once").toEqual([]);
     expect(peak).toBeLessThanOrEqual(16);
     expect(peak, "the loop ran handlers concurrently").toBeGreaterThan(1);
-    expect(summary).toEqual({
-      stopped: "signal",
-      claimed: 1000,
-      handled: 1000,
-      acked: 1000,
-      nacked: 0,
-      deadLettered: 0,
-      released: 0,
-      lost: 0,
-      abandoned: 0,
-      settleFailed: 0,
-      leftLeased: [],
-      claimsUnanswered: 0,
-    });
+    expect(summary).toEqual({ ...NOTHING, claimed: 1000, handled: 1000, acked: 1000 });
     const seqs = handled.map((h) => h.seq);
     expect(new Set(seqs).size, "a message handled twice").toBe(1000);
     expect(
@@ -404,20 +408,7 @@ describe("consume() over sqld", () => {
     let handled = 0;
     const summary = await consume(t, () => void handled++, { workerId: "never", signal: ctl.signal });
     expect(handled).toBe(0);
-    expect(summary).toEqual({
-      stopped: "signal",
-      claimed: 0,
-      handled: 0,
-      acked: 0,
-      nacked: 0,
-      deadLettered: 0,
-      released: 0,
-      lost: 0,
-      abandoned: 0,
-      settleFailed: 0,
-      leftLeased: [],
-      claimsUnanswered: 0,
-    });
+    expect(summary).toEqual(NOTHING);
 
     // A claim answered after the abort: its leases go back at once (released, not nacked), no handler runs.
     const ctl2 = new AbortController();
@@ -480,20 +471,7 @@ describe("consume() over sqld", () => {
     expect(handled).toBe(0);
     expect(errors.log).toEqual([]);
     expect(summary).toEqual({
-      ...{
-        stopped: "signal",
-        claimed: 0,
-        handled: 0,
-        acked: 0,
-        nacked: 0,
-        deadLettered: 0,
-        released: 0,
-        lost: 0,
-        abandoned: 0,
-        settleFailed: 0,
-        leftLeased: [],
-        claimsUnanswered: 0,
-      },
+      ...NOTHING,
       claimed: 1,
       released: 1,
     });

@@ -5,46 +5,23 @@
  * shards do not wait for each other (a shard behind a slow proxy holds back none of the others),
  * and over HTTP a round is several claim requests at once, each carrying the acks of its slots.
  */
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { type Proxy as LatencyProxy, startProxy } from "../../scripts/support/proxy.js";
 import { billed } from "../../scripts/support/sqld.js";
 import { createApp } from "../../src/app/app.js";
 import { sharedTransports } from "../../src/app/transports.js";
 import { createClient, type FetchLike } from "../../src/client/index.js";
-import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import { consume, type Lease, LibsqlTransport, MAX_CLAIM_BATCH, ShardedQueue } from "../../src/index.js";
 import { MAX_SHARDS, shardOf } from "../../src/rules.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
+import { freshNamespaces } from "../support/namespaces.js";
 
 /** Text only a claim statement carries, once per claim (src/core/sql/claim.ts). */
 const CLAIM = "tq_claimed_at AS stamp, tq_trace AS trace";
 
-const provider = () => sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
 const nsPort = () => Number(new URL(inject("nsSqldUrl")).port);
-let serial = 0;
-const made: string[] = [];
-const cleanups: (() => unknown)[] = [];
-
-async function namespace(tag: string): Promise<string> {
-  const ns = `rounds-${tag}-${process.pid}-${serial++}`;
-  await provider().create(ns);
-  made.push(ns);
-  return ns;
-}
-
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f();
-});
-afterAll(async () => {
-  await Promise.all(
-    made.map((ns) =>
-      provider()
-        .drop(ns)
-        .catch(() => false),
-    ),
-  );
-});
+const { namespace, cleanups } = freshNamespaces("rounds");
 
 async function proxied(latencyMs: number): Promise<LatencyProxy> {
   const proxy = await startProxy(nsPort());

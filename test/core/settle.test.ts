@@ -4,42 +4,19 @@
  * nothing; the leases leave in one write batch and bill the rows their own calls would; a
  * ShardedQueue sends one settle per shard and names the outcomes as it names its leases.
  */
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { type Proxy as LatencyProxy, startProxy } from "../../scripts/support/proxy.js";
 import { billed } from "../../scripts/support/sqld.js";
-import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import { type Lease, LibsqlTransport, MAX_SETTLE_BATCH, QueueError, ShardedQueue } from "../../src/index.js";
 import { shardedSeq } from "../../src/rules.js";
 import { checkInvariants } from "../support/db.js";
+import { freshNamespaces } from "../support/namespaces.js";
 
 /** Text only an ack statement carries (src/core/sql/leases.ts). */
 const ACK = "RETURNING unixepoch('subsec') - tq_claimed_at AS held";
 
-const provider = () => sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
-let serial = 0;
-const made: string[] = [];
-const cleanups: (() => unknown)[] = [];
-
-async function namespace(tag: string): Promise<string> {
-  const ns = `settle-${tag}-${process.pid}-${serial++}`;
-  await provider().create(ns);
-  made.push(ns);
-  return ns;
-}
-
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f();
-});
-afterAll(async () => {
-  await Promise.all(
-    made.map((ns) =>
-      provider()
-        .drop(ns)
-        .catch(() => false),
-    ),
-  );
-});
+const { namespace, cleanups } = freshNamespaces("settle");
 
 /** A transport on a fresh namespace, through a proxy that counts its requests. */
 async function open(tag: string): Promise<{ t: LibsqlTransport; ns: string; proxy: LatencyProxy }> {
