@@ -39,6 +39,13 @@ export const MAX_CLAIM_BATCH = 100;
 export const MAX_CLAIM_WAIT = 20;
 /** Most acks one claim carries. */
 export const MAX_CLAIM_ACKS = 100;
+/**
+ * Most leases one settle acks, nacks and releases: as many as consume() holds at its largest
+ * concurrency, so that a consumer gives back everything it holds in one request.
+ */
+export const MAX_SETTLE_BATCH = 1000;
+/** What a settle does with each lease. */
+export const SETTLE_ACTIONS = ["ack", "nack", "release"] as const;
 /** Dead letters per page. */
 export const DEAD_LETTER_PAGE = { default: 100, max: 1000 } as const;
 /** Groups one listing returns. */
@@ -165,6 +172,15 @@ export function seqProblem(v: unknown): string | undefined {
 export function leaseIdProblem(v: unknown): string | undefined {
   return typeof v === "string" && LEASE_ID.test(v) ? undefined : "is not a lease id of this queue";
 }
+
+export function settleActionProblem(v: unknown): string | undefined {
+  return (SETTLE_ACTIONS as readonly unknown[]).includes(v)
+    ? undefined
+    : `must be ${SETTLE_ACTIONS.map((a) => JSON.stringify(a)).join(", ")}, got ${describe(v)}`;
+}
+
+/** Only a nack takes a delay (an ack deletes the message; a release frees it at once). */
+export const SETTLE_DELAY_PROBLEM = 'is only for "nack"';
 
 /** A name of A-Z, a-z, 0-9, `_` and `-`, 1 to 64 long: a subscription's, and a sqld namespace's. */
 export function plainNameProblem(v: unknown): string | undefined {

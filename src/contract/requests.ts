@@ -15,13 +15,17 @@ import {
   MAX_CLAIM_BATCH,
   MAX_CLAIM_WAIT,
   MAX_PUBLISH_BATCH,
+  MAX_SETTLE_BATCH,
   MAX_SHARDS,
   PEEK_PAGE,
   pushUrlProblem,
   QUEUE_NAME,
   queueNameProblem,
+  SETTLE_ACTIONS,
+  SETTLE_DELAY_PROBLEM,
   SIGNING_SECRET,
   SUBSCRIPTION,
+  settleActionProblem,
   signingSecretProblem,
   subscriptionNameProblem,
   traceparentProblem,
@@ -139,6 +143,34 @@ export const NackBody = object({
       ">= 0",
       "0 (default) frees the message for the next claim now; > 0 parks it, blocking its group, for that many seconds.",
     ),
+  ),
+});
+
+export const Settlement = v.pipe(
+  object({
+    lease_id: leaseId,
+    action: v.pipe(
+      v.picklist(SETTLE_ACTIONS, ruleMessage(settleActionProblem)),
+      v.description(
+        "`ack`: the message is done; `nack`: give it back (after `delay`), spending its attempt; `release`: give it back unhandled, its attempt not counted.",
+      ),
+    ),
+    delay: v.optional(
+      seconds(">= 0", "For `nack`: park the message, blocking its group, this many seconds (default 0: free it now)."),
+    ),
+  }),
+  v.forward(
+    v.check((s) => s.delay === undefined || s.action === "nack", SETTLE_DELAY_PROBLEM),
+    ["delay"],
+  ),
+);
+
+export const SettleBody = object({
+  leases: list(
+    Settlement,
+    MAX_SETTLE_BATCH,
+    "settlements",
+    `1 to ${MAX_SETTLE_BATCH} leases to ack, nack or release, each fenced as on its own route and each with its own outcome, in this order.`,
   ),
 });
 

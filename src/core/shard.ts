@@ -16,6 +16,8 @@ import type {
   QueueHistory,
   QueueSample,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
 } from "./types.js";
@@ -33,6 +35,7 @@ export interface Shard {
   ack(lease: string): Promise<unknown>;
   nack(lease: string, delay?: number): Promise<NackResult>;
   release(lease: string): Promise<unknown>;
+  settle(settlements: Settlement[]): Promise<SettleOutcome[]>;
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
   stats(): Promise<QueueStats>;
   groups(options?: { limit?: number }): Promise<GroupInfo[]>;

@@ -29,6 +29,7 @@ import {
   shardOf,
 } from "../rules.js";
 import { invalid, noDeadLetter, QueueError } from "./errors.js";
+import { checkSettlements, settleAcross } from "./settle.js";
 import {
   addHistories,
   addUp,
@@ -53,6 +54,8 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   SubscriptionInput,
 } from "./types.js";
 import {
@@ -270,6 +273,14 @@ export class ShardedQueue {
   async release(lease: Lease | string): Promise<void> {
     const { shard, id } = this.#route(lease);
     await shard.release(id);
+  }
+
+  /** Many leases at once, checked once, then one settle per shard they are on. */
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    return settleAcross(checkSettlements(settlements), (id) => {
+      const r = this.#route(id);
+      return { part: r.shard, id: r.id };
+    });
   }
 
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {

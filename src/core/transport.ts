@@ -20,6 +20,7 @@ import { type ClientOptions, type Connection, connect, type TransportOptions, wr
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
+import { checkSettlements, outcomeOf } from "./settle.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
 import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
@@ -32,6 +33,8 @@ import type {
   PublishOptions,
   QueuedMessage,
   QueueStats,
+  Settlement,
+  SettleOutcome,
 } from "./types.js";
 import {
   checkCount,
@@ -256,6 +259,24 @@ export class LibsqlTransport {
     await this.#settle("release", ref, () => this.#write(sql.releasePlan(ref), true));
     this.#internals.counted({ kind: "released" });
     this.#internals.changed("release", ref.seq);
+  }
+
+  /**
+   * Acks, nacks and releases many leases (up to MAX_SETTLE_BATCH) at once: each is fenced as its own
+   * call is, and answers its own outcome, in the order given. They leave in the same tick, so the
+   * write path carries them in as few batches as its statement limit allows. A list with an entry
+   * that is not valid is refused whole, before anything is sent.
+   */
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    const list = checkSettlements(settlements);
+    return Promise.all(
+      list.map((s) =>
+        outcomeOf(
+          s,
+          s.action === "ack" ? this.ack(s.id) : s.action === "nack" ? this.nack(s.id, s.delay) : this.release(s.id),
+        ),
+      ),
+    );
   }
 
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */

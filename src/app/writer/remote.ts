@@ -26,6 +26,8 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   SubscriptionInput,
 } from "../../core/types.js";
 import { MAX_CLAIM_WAIT } from "../../rules.js";
@@ -35,6 +37,7 @@ import {
   type CallName,
   type CallResult,
   databaseRef,
+  errorFrom,
   type Outcome,
   unwrap,
   type WriterTarget,
@@ -139,6 +142,15 @@ export class WriterQueue {
 
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     return this.#call("extend", [lease, visibility]) as Promise<Lease<E>>;
+  }
+
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    const got = await this.#call("settle", [settlements]);
+    return got.map((o) => {
+      if (!("failed" in o)) return o;
+      const { failed, ...outcome } = o;
+      return { ...outcome, error: errorFrom(failed) };
+    });
   }
 
   stats(): Promise<QueueStats> {
