@@ -32,6 +32,7 @@ import { listSubscriptions } from "../../src/core/subscriptions.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
+import { cleanEnv, docExample as readmeExample } from "./tarball.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const run = promisify(execFile);
@@ -40,13 +41,6 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   version: string;
   dependencies: Record<string, string>;
 };
-
-/** The environment without what `npm test` itself set (npm_config_*, npm_package_*): a user's shell. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v;
-  return { ...env, ...extra };
-}
 
 let work: string;
 let app: string;
@@ -76,21 +70,6 @@ async function node(args: string[], env: Record<string, string> = {}): Promise<s
     const err = e as { stdout?: string; stderr?: string; message: string };
     throw new Error(`node ${args.join(" ")} failed: ${err.message}\n${err.stdout ?? ""}\n${err.stderr ?? ""}`);
   }
-}
-
-/** The code block that follows `<!-- example: <name> ... -->` in the README, or else in a page of docs/. */
-function readmeExample(name: string): string {
-  const marker = `<!-- example: ${name}`;
-  const pages = readdirSync(join(ROOT, "docs"))
-    .filter((f) => f.endsWith(".md"))
-    .sort()
-    .map((f) => join("docs", f));
-  const file = ["README.md", ...pages].find((f) => readFileSync(join(ROOT, f), "utf8").includes(marker));
-  expect(file, `example ${name} in README.md or docs/*.md`).toBeDefined();
-  const text = readFileSync(join(ROOT, file as string), "utf8");
-  const m = /```[a-z]*\n([\s\S]*?)```/.exec(text.slice(text.indexOf(marker)));
-  if (!m) throw new Error(`no code block after the marker for ${name} in ${file}`);
-  return m[1] as string;
 }
 
 /**
