@@ -10,7 +10,9 @@ import { IN_NAMED_QUEUE } from "../../src/app/openapi.js";
 type Doc = { paths: Record<string, Record<string, { operationId: string; [IN_NAMED_QUEUE]?: string }>> };
 
 // Never called: the pages need no database.
-const app = createApp(() => Promise.reject(new Error("no database in this test")));
+const app = createApp(() => {
+  throw new Error("no database in this test");
+});
 let doc: Doc;
 let html: string;
 
