@@ -27,7 +27,7 @@ import type {
   Subscription,
   SubscriptionInput,
 } from "../core/types.js";
-import { DEFAULT_QUEUE, describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
+import { DEFAULT_QUEUE, describe, leaseId, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
 import { AckRiders } from "./acks.js";
 import { baseUrl, intOption, timeoutOf } from "./args.js";
 import { Engine } from "./engine.js";
@@ -187,8 +187,8 @@ export class QueueClient {
   /** A settlement in its `settle` span. */
   #settle<T>(name: string, lease: Lease | string, settle: () => Promise<T>): Promise<T> {
     const id = typeof lease === "string" ? lease : (lease as Lease | null)?.id;
-    const seq = typeof id === "string" ? id.slice(0, id.indexOf(".")) : undefined;
-    const attributes = seq === undefined ? undefined : { "messaging.message.id": seq };
+    const seq = leaseId.parse(id)?.seq;
+    const attributes = seq === undefined ? undefined : { "messaging.message.id": String(seq) };
     return traced("settle", { name, destination: this.name, ...(attributes ? { attributes } : {}) }, settle);
   }
 

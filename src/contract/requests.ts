@@ -18,7 +18,9 @@ import {
   MAX_SHARDS,
   PEEK_PAGE,
   pushUrlProblem,
+  QUEUE_NAME,
   queueNameProblem,
+  SIGNING_SECRET,
   SUBSCRIPTION,
   signingSecretProblem,
   subscriptionNameProblem,
@@ -179,10 +181,10 @@ export const SubscriptionBody = object({
     v.pipe(
       v.string(ruleMessage(signingSecretProblem)),
       ruleCheck<string>(signingSecretProblem),
-      v.minLength(16),
-      v.maxLength(256),
+      v.minLength(SIGNING_SECRET.minLength),
+      v.maxLength(SIGNING_SECRET.maxLength),
       v.description(
-        "Sets the signing secret (16 to 256 visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.",
+        `Sets the signing secret (${SIGNING_SECRET.minLength} to ${SIGNING_SECRET.maxLength} visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.`,
       ),
     ),
   ),
@@ -193,9 +195,9 @@ export const QueuePath = object({
   queue: v.pipe(
     v.string(ruleMessage(queueNameProblem)),
     ruleCheck<string>(queueNameProblem),
-    v.maxLength(40),
+    v.maxLength(QUEUE_NAME.maxLength),
     v.description(
-      `The queue: 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--". \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
+      `The queue: 1 to ${QUEUE_NAME.maxLength} ${QUEUE_NAME.text}. \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
     ),
     v.examples(["emails"]),
   ),

@@ -5,7 +5,7 @@
  * schema brought up to date.
  */
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
-import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE } from "../rules.js";
+import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, plainNameProblem } from "../rules.js";
 import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
@@ -310,10 +310,9 @@ export const namespaceHeaderValue = (namespace: string): string =>
   btoa(String.fromCharCode(...new TextEncoder().encode(namespace))).replace(/=+$/, "");
 
 function checkNamespace(field: string, v: unknown): string {
-  if (typeof v !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(v)) {
-    throw invalid(field, `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${JSON.stringify(v)}`);
-  }
-  return v;
+  const p = plainNameProblem(v);
+  if (p !== undefined) throw invalid(field, p);
+  return v as string;
 }
 
 /**

@@ -7,7 +7,15 @@
  * (./connect.ts: options, clients, the write engine, the schema). What only the Worker's writer
  * needs (hearing of writes, subscriptions) is in ./internals.ts.
  */
-import { DEAD_LETTER_PAGE, GROUPS_PAGE, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH, PEEK_PAGE, PURGE_CHUNK } from "../rules.js";
+import {
+  DEAD_LETTER_PAGE,
+  GROUPS_PAGE,
+  leaseId,
+  MAX_CLAIM_BATCH,
+  MAX_PUBLISH_BATCH,
+  PEEK_PAGE,
+  PURGE_CHUNK,
+} from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
@@ -253,7 +261,7 @@ export class LibsqlTransport {
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
-    this.#internals.extended(sql.leaseIdOf(ref), ref.seq, expiresAt);
+    this.#internals.extended(leaseId.of(ref.seq, ref.token), ref.seq, expiresAt);
     return { ...lease, expiresAt };
   }
 
@@ -375,7 +383,7 @@ const always = () => true;
 /** Parses a lease or lease id; refuses anything that is not one of ours. */
 function leaseRef(lease: Lease | string): sql.LeaseRef {
   const id = typeof lease === "string" ? lease : typeof lease === "object" && lease !== null ? lease.id : undefined;
-  const ref = sql.parseLeaseId(id);
+  const ref = leaseId.parse(id);
   if (!ref) throw invalid("lease", "is not a lease id of this queue");
   return ref;
 }

@@ -7,8 +7,9 @@
 import type * as W from "../../contract/types.js";
 import { extendFromWire } from "../../contract/wire.js";
 import type { Lease, NackResult } from "../../core/types.js";
+import { leaseId } from "../../rules.js";
 import type { AckRiders } from "../acks.js";
-import { leaseIdOf, leaseSegment, seqOfLeaseId } from "../args.js";
+import { leaseIdFrom, leaseSegment } from "../args.js";
 import { type Engine, json } from "../engine.js";
 import { QueueHttpError, withUnknownOutcome } from "../http-errors.js";
 import type { CallOptions } from "../options.js";
@@ -32,7 +33,7 @@ export class Leases {
   ack(lease: Lease | string, options: CallOptions | undefined): Promise<void> {
     let id: string;
     try {
-      id = leaseIdOf(lease);
+      id = leaseIdFrom(lease);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -40,7 +41,7 @@ export class Leases {
   }
 
   async nack(lease: Lease | string, delay: number | undefined, options: CallOptions): Promise<NackResult> {
-    const id = leaseIdOf(lease);
+    const id = leaseIdFrom(lease);
     const body: W.NackRequest = delay === undefined ? {} : { delay };
     try {
       return await this.#engine.send(
@@ -57,7 +58,7 @@ export class Leases {
     } catch (e) {
       if (!(e instanceof QueueHttpError && e.outcomeUnknown)) throw e;
       // An earlier attempt may have applied. Gone: it is a dead letter if that attempt moved it there.
-      if (e.code === "LEASE_NOT_FOUND" && (await this.#isDeadLetter(seqOfLeaseId(id), options))) {
+      if (e.code === "LEASE_NOT_FOUND" && (await this.#isDeadLetter(leaseId.parse(id)?.seq ?? 0, options))) {
         return { deadLettered: true };
       }
       if (e.code === "LEASE_LOST") {
@@ -73,7 +74,7 @@ export class Leases {
    * count among its attempts (a nack's does).
    */
   async release(lease: Lease | string, options: CallOptions): Promise<void> {
-    const id = leaseIdOf(lease);
+    const id = leaseIdFrom(lease);
     try {
       await this.#engine.send(
         {
@@ -100,7 +101,7 @@ export class Leases {
     visibility: number,
     options: CallOptions,
   ): Promise<Lease<E> | { id: string; expiresAt: number }> {
-    const id = leaseIdOf(lease);
+    const id = leaseIdFrom(lease);
     const path = `/v1/leases/${leaseSegment(id)}/extend`;
     const body: W.ExtendRequest = { visibility };
     const extended = await this.#engine.send(
