@@ -63,16 +63,16 @@ export interface TransportOptions {
    * commits if the machine itself goes down.
    */
   synchronous?: "full" | "normal";
-}
-
-/** `LibsqlTransport.fromClient`'s options: those that do not choose the connection, and two of its own. */
-export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
   /**
    * False skips the schema check (one read) when the caller already made sure of it: a Worker builds
    * a transport per request (workerd forbids sharing in-flight I/O between requests) but checks the
    * schema once per isolate.
    */
   ensureSchema?: boolean;
+}
+
+/** `LibsqlTransport.fromClient`'s options: those that do not choose the connection, and one of its own. */
+export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
   /**
    * The database `client` was made for (`libsql://` or `http(s)://`, and its token): writes then go
    * out as the same batch request without the client's machinery (hrana.ts, less CPU per write);
@@ -157,7 +157,7 @@ export async function connect(database: string, options: TransportOptions): Prom
       // FULL (the default) syncs every commit; NORMAL survives a crash of the process, not of the OS.
       await client.execute(`PRAGMA synchronous=${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
     }
-    await ensureSchema(conn);
+    if (options.ensureSchema !== false) await ensureSchema(conn);
   } catch (e) {
     conn.writes.close();
     client.close();

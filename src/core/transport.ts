@@ -69,8 +69,7 @@ export class LibsqlTransport {
   }
 
   /**
-   * Wraps an existing `@libsql/client` client (for instance one from `@libsql/client/web` inside a
-   * Worker); the caller closes it. See `ClientOptions` for `ensureSchema` and `http`.
+   * Wraps an existing `@libsql/client` client; the caller closes it. See `ClientOptions` for `http`.
    */
   static async fromClient(
     client: Parameters<typeof wrapClient>[0],

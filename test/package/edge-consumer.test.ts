@@ -19,8 +19,8 @@ import { type Proxy as FaultProxy, startProxy } from "../../scripts/support/prox
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
-import { cleanEnv, docExample, packTarball, ROOT } from "../support/pack.js";
 import { waitFor } from "../support/wait.js";
+import { cleanEnv, docExample, packedTarball, ROOT } from "./tarball.js";
 
 const run = promisify(execFile);
 const TOKEN = "edge-consumer-test-token-0123456789";
@@ -52,7 +52,7 @@ let claims = 0;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "turso-queue-edge-"));
-  const tarball = await packTarball(work);
+  const tarball = await packedTarball();
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> };
   const app = join(work, "app");
   mkdirSync(join(app, "src"), { recursive: true });
