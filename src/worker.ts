@@ -22,12 +22,14 @@ import type { ShardOf } from "./app/context.js";
 import { databaseKey } from "./app/databases.js";
 import { createEdgeApp, type Writer } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
+import { type KeyCall, runKeyCall } from "./app/key-port.js";
 import { catalogOf } from "./app/queues.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
 import { databaseRef, type Outcome, outcome, unwrap, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
 import type { Database } from "./core/databases.js";
+import { keyRingOf } from "./core/keys.js";
 import type { QueueInfo } from "./core/queues.js";
 import { shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
@@ -111,6 +113,18 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     return outcome(async () => {
       const config = this.#config();
       return (await catalogOf(config, await this.#queue(config, config.database)).get(name)) ?? null;
+    });
+  }
+
+  /**
+   * The edge's key store (src/app/key-port.ts), kept in the default queue's database: every change of
+   * keys goes through this (the default queue's) writer, so it answers the edges' syncs from what it
+   * read, re-reading at most once a minute (for a change made behind the API's back).
+   */
+  keys(call: KeyCall): Promise<Outcome<unknown>> {
+    return outcome(async () => {
+      const config = this.#config();
+      return runKeyCall(keyRingOf(await this.#queue(config, config.database), 60_000), call);
     });
   }
 

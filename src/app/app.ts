@@ -8,18 +8,21 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { sleepOrReturn } from "../core/backoff.js";
 import type { Database } from "../core/databases.js";
+import { type KeyStore, lazyKeyStore } from "../core/keys.js";
 import type { QueueInfo } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import { DEFAULT_QUEUE } from "../rules.js";
-import { requireBearer, trustForwarded } from "./auth.js";
+import { requireKey, trustForwarded } from "./auth.js";
 import type { AppEnv, ShardOf, TransportFactory } from "./context.js";
-import type { Config } from "./env.js";
+import type { Bindings, Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
 import { catalogOf } from "./queues.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { groupMessages } from "./routes/groups.js";
+import { API_ROUTES } from "./routes/index.js";
+import { keys } from "./routes/keys.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { service } from "./routes/metrics.js";
@@ -50,11 +53,17 @@ export interface AppOptions {
    */
   waits?: "dispatch" | "native" | "poll";
   /**
-   * "bearer" (default): every `/v1` request must carry `Authorization: Bearer <QUEUE_TOKEN>`.
-   * "forwarded": requests come only from `createEdgeApp`, which checked it (the QueueWriter), and
-   * which names the database a request is for (`DATABASE_HEADER`).
+   * "bearer" (default): every `/v1` request must carry `Authorization: Bearer <key>` with the scope
+   * its route declares (src/app/auth.ts). "forwarded": requests come only from `createEdgeApp`,
+   * which checked it (the QueueWriter), and which names the database a request is for
+   * (`DATABASE_HEADER`) and who made it (`PRINCIPAL_HEADER`).
    */
   auth?: "bearer" | "forwarded";
+  /**
+   * Where keys made through the API and the audit are kept (default: the default queue's database,
+   * through this app's transport factory).
+   */
+  keys?: (config: Config, env: Bindings) => KeyStore;
   /** After a queue's deletion through this app: let go of what served it (default: nothing). */
   queueDeleted?: (config: Config, queue: QueueInfo) => Promise<void>;
   /** The counters kept by a queue's writers (`/metrics`); default: none kept. */
@@ -99,6 +108,10 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   const forwarded = options.auth === "forwarded";
   const waits = options.waits ?? "poll";
 
+  const keyStore = (config: Config, env: Bindings): KeyStore =>
+    options.keys?.(config, env) ??
+    lazyKeyStore(() => factory(config, { name: DEFAULT_QUEUE, database: config.database }, env));
+
   const setup: MiddlewareHandler<AppEnv> = async (c, next) => {
     const config = c.get("config");
     const header = forwarded ? c.req.header(DATABASE_HEADER) : undefined;
@@ -119,6 +132,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
         (await factory(config, { name: DEFAULT_QUEUE, database: config.database }, c.env)) as LibsqlTransport,
       ),
     );
+    c.set("keys", () => keyStore(config, c.env));
     c.set("queueDeleted", (queue) => options.queueDeleted?.(config, queue) ?? Promise.resolve());
     c.set("meters", (queue) => options.meters?.(config, queue) ?? Promise.resolve([]));
     c.set("idle", async (ms, signal) => {
@@ -142,7 +156,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       if (held) gate?.release();
     }
   };
-  const auth = forwarded ? trustForwarded : requireBearer;
+  const auth = forwarded ? trustForwarded : requireKey(API_ROUTES, (c, config) => keyStore(config, c.env));
   app.use("/v1/*", auth, setup);
   app.use("/metrics", auth, setup);
 
@@ -154,6 +168,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", deadLetters);
   app.route("/", subscriptions);
   app.route("/", queues);
+  app.route("/", keys);
   app.route("/", service);
   return app;
 }

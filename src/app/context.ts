@@ -1,9 +1,11 @@
 /** What a request of the app carries (Hono's `Env`): the bindings, and what the middleware sets. Types only. */
 import type { Database } from "../core/databases.js";
+import type { KeyStore } from "../core/keys.js";
 import type { QueueCatalog, QueueInfo } from "../core/queues.js";
 import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { Bindings, Config } from "./env.js";
+import type { Principal } from "./keys.js";
 import type { MeterReading } from "./writer/meter.js";
 
 /** The queue a request is for: its name and, where the Worker's edge resolved it, its database. */
@@ -49,5 +51,9 @@ export interface AppEnv {
     idle: (ms: number, signal?: AbortSignal) => Promise<void>;
     /** How a claim's `wait` is served (AppOptions.waits). */
     waits: Waits;
+    /** Who made the request and what it may do (src/app/auth.ts). */
+    principal: Principal;
+    /** Where keys and the audit are kept (AppOptions.keys). */
+    keys: () => KeyStore;
   };
 }

@@ -22,14 +22,17 @@ import type { QueueInfo } from "../core/queues.js";
 import { ShardedQueue } from "../core/sharded.js";
 import { MAX_CLAIM_WAIT, queueNameProblem } from "../rules.js";
 import { baseApp, createApp, DATABASE_HEADER } from "./app.js";
-import { requireBearer } from "./auth.js";
+import { PRINCIPAL_HEADER, requireKey } from "./auth.js";
 import { readBodyBytes } from "./body.js";
 import type { AppEnv, ShardOf } from "./context.js";
 import type { Bindings, Config } from "./env.js";
 import { badRequest, HttpError } from "./errors.js";
+import { type KeyPort, keyStoreOver } from "./key-port.js";
+import type { Principal } from "./keys.js";
 import { lookupQueue, nextTurn } from "./queues.js";
 import { handle } from "./route.js";
 import { claimAnswer, claimInputOf, claim as claimRoute } from "./routes/claims.js";
+import { API_ROUTES } from "./routes/index.js";
 import { ack as ackRoute } from "./routes/leases.js";
 import { databaseRef, type Outcome, unwrap, type WriterPort } from "./writer/port.js";
 
@@ -73,24 +76,26 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
     { auth: "forwarded", waits: "native", dbConcurrency: Number.POSITIVE_INFINITY },
   );
 
-  app.use("/v1/*", requireBearer);
+  // Keys are kept by the default queue's writer: the edge asks it (src/app/key-port.ts).
+  const auth = requireKey(API_ROUTES, (c) => keyStoreOver(() => defaultWriter(c) as unknown as KeyPort));
+  app.use("/v1/*", auth);
 
   handle(app, claimRoute, async (c) => {
     const body = c.req.valid("json");
     const input = claimInputOf(body);
     const q = await queueOf(c, c.var.queueName);
     const json = JSON.stringify(body);
-    if (q.shards > 1) return sharded.fetch(rebuilt(c.req.raw, json), c.env);
+    if (q.shards > 1) return sharded.fetch(rebuilt(c.req.raw, c.var.principal, json), c.env);
     const db = q.databases[0] as Database;
     // A long poll: over HTTP, so that its client's abort reaches the writer's dispatcher.
-    if (input.wait > 0) return send(writer(c, q), rebuilt(c.req.raw, json, db));
+    if (input.wait > 0) return send(writer(c, q), rebuilt(c.req.raw, c.var.principal, json, db));
     const got = unwrap(await rpc(() => writer(c, q).claim(input, databaseRef(db))));
     return claimAnswer(c, body, got);
   });
 
   handle(app, ackRoute, async (c) => {
     const q = await queueOf(c, c.var.queueName);
-    if (q.shards > 1) return sharded.fetch(rebuilt(c.req.raw, undefined), c.env);
+    if (q.shards > 1) return sharded.fetch(rebuilt(c.req.raw, c.var.principal, undefined), c.env);
     const db = databaseRef(q.databases[0] as Database);
     unwrap(await rpc(() => writer(c, q).ack(c.req.valid("param").lease_id, db)));
     return c.body(null, 204);
@@ -101,7 +106,7 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
     // before reading it, and a stream still being pumped after the answer fails in workerd.
     const raw = c.req.raw;
     const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
-    return send(defaultWriter(c), rebuilt(raw, body, c.var.config.database));
+    return send(defaultWriter(c), rebuilt(raw, c.var.principal, body, c.var.config.database));
   };
   // The catalog's own routes: its writer, the default queue's.
   app.all("/v1/queues", toDefault);
@@ -112,13 +117,13 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
     const q = await queueOf(c, validQueue(new URL(c.req.url).pathname.split("/")[3] ?? ""));
     const raw = c.req.raw;
     const body = raw.method === "GET" || raw.method === "HEAD" ? undefined : await readBodyBytes(raw);
-    if (q.shards > 1) return sharded.fetch(rebuilt(raw, body), c.env);
-    return send(writer(c, q), rebuilt(raw, body, q.databases[0] as Database));
+    if (q.shards > 1) return sharded.fetch(rebuilt(raw, c.var.principal, body), c.env);
+    return send(writer(c, q), rebuilt(raw, c.var.principal, body, q.databases[0] as Database));
   });
 
   app.all("/v1/*", toDefault);
   // Every queue's counts and counters, gathered by the default queue's writer (it keeps the catalog).
-  app.use("/metrics", requireBearer);
+  app.use("/metrics", auth);
   app.get("/metrics", toDefault);
   return app;
 }
@@ -127,11 +132,14 @@ export function createEdgeApp(writerOf: WriterOf): Hono<AppEnv> {
  * The request again, with its body as read, the client's abort (a long poll whose client left must
  * not keep or strand a lease), and the database header set by the edge alone (or removed).
  */
-function rebuilt(raw: Request, body: BodyInit | undefined, db?: Database): Request {
+function rebuilt(raw: Request, principal: Principal, body: BodyInit | undefined, db?: Database): Request {
   const headers = new Headers(raw.headers);
   headers.delete("content-length");
   headers.delete(DATABASE_HEADER);
   if (db !== undefined) headers.set(DATABASE_HEADER, JSON.stringify(databaseRef(db)));
+  headers.delete(PRINCIPAL_HEADER);
+  // The writer takes a request that names nobody for the root key's (the edge's own calls are).
+  if (principal.id !== "root") headers.set(PRINCIPAL_HEADER, JSON.stringify(principal));
   return new Request(raw.url, { method: raw.method, headers, body, signal: raw.signal });
 }
 

@@ -8,7 +8,14 @@
  * order: make a new queue and drain the old one. Deleting a queue that holds messages or dead
  * letters is refused unless forced.
  */
-import { DEFAULT_QUEUE, locationHintProblem, MAX_SHARDS, queueNameProblem, shardDatabaseName } from "../rules.js";
+import {
+  DEFAULT_QUEUE,
+  locationHintProblem,
+  MAX_SHARDS,
+  queueAllowed,
+  queueNameProblem,
+  shardDatabaseName,
+} from "../rules.js";
 import type { Database, DatabaseProvider } from "./databases.js";
 import { invalid, QueueError } from "./errors.js";
 import { internalsOf } from "./internals.js";
@@ -87,9 +94,9 @@ export class QueueCatalog {
     return [this.#default, ...(await this.#read(listQueuesPlan(1000)))];
   }
 
-  /** Every queue with its counts (each shard's stats, added up). */
-  async listWithCounts(): Promise<QueueWithCounts[]> {
-    const queues = await this.list();
+  /** Every queue with its counts (each shard's stats, added up); only those `patterns` allow, when given (a key's queues). */
+  async listWithCounts(patterns?: readonly string[]): Promise<QueueWithCounts[]> {
+    const queues = (await this.list()).filter((q) => queueAllowed(patterns, q.name));
     return Promise.all(queues.map(async (q) => ({ ...q, stats: await this.countOf(q) })));
   }
 

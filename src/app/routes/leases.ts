@@ -18,7 +18,7 @@ export const ack = defineRoute({
   tag: "Consume",
   summary: "Ack: the message is done",
   description: `Deletes the message; its group moves on to the next one. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NoBody, required: false } },
   responses: { 204: { description: "Done." } },
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
@@ -31,7 +31,7 @@ export const nack = defineRoute({
   tag: "Consume",
   summary: "Nack: give the message back, now or after a delay",
   description: `Frees the message for a new delivery, or with \`delay\` > 0 parks it (blocking its group) that long. The nack of its last attempt (the ${DEFAULT_MAX_ATTEMPTS}th delivery) moves it to the dead letters. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NackBody, required: false, example: { delay: 10 } } },
   responses: {
     204: {
@@ -54,7 +54,7 @@ export const release = defineRoute({
   tag: "Consume",
   summary: "Release: give the message back unhandled",
   description: `The message is claimable again at once, and this delivery is not counted among its attempts: for a consumer that is stopping, or took more than it will handle. (A nack counts the attempt.) ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NoBody, required: false } },
   responses: { 204: { description: "Given back." } },
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
@@ -67,7 +67,7 @@ export const extend = defineRoute({
   tag: "Consume",
   summary: "Extend a lease (heartbeat)",
   description: `The lease now expires \`visibility\` seconds from now. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: ExtendBody, required: true, example: { visibility: 30 } } },
   responses: {
     200: {

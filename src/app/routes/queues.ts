@@ -26,7 +26,8 @@ export const listQueues = defineRoute({
   summary: "List the queues, with their counts",
   description:
     "The default queue first, then the named ones by name. Each queue's counts are its shards' stats added up: one read per shard.",
-  auth: true,
+  scope: "read",
+  queues: "filtered",
   responses: {
     200: {
       description: "Every queue.",
@@ -44,7 +45,8 @@ export const putQueue = defineRoute({
   summary: "Make a queue (idempotent)",
   description:
     "Makes the queue's databases (one per shard) with their schema, then lists it; from then on `/v1/queues/{queue}/...` serves it. Asking again answers the queue as it is (200). Its shard count cannot change: make a new queue and drain this one. Publishing to a queue that was never made is 404 QUEUE_NOT_FOUND: a typo creates nothing.",
-  auth: true,
+  scope: "manage",
+  audit: ["shards", "created"],
   request: {
     params: QueuePath,
     body: { schema: QueueBody, required: false, example: { shards: 4, location_hint: "weur" } },
@@ -61,7 +63,7 @@ export const getQueue = defineRoute({
   operationId: "getQueue",
   tag: "Queues",
   summary: "One queue, with its counts",
-  auth: true,
+  scope: "read",
   request: { params: QueuePath },
   responses: {
     200: {
@@ -81,7 +83,7 @@ export const deleteQueue = defineRoute({
   summary: "Delete a queue and its databases",
   description:
     "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted.",
-  auth: true,
+  scope: "manage",
   request: { params: QueuePath, query: QueueDeleteQuery },
   responses: { 204: { description: "Deleted, with its databases." } },
   errors: ["QUEUE_NOT_FOUND", "QUEUE_NOT_EMPTY"],
@@ -97,7 +99,7 @@ const notFound = (name: string) =>
   });
 
 handle(queues, listQueues, async (c) => {
-  const all = await (await c.var.catalog()).listWithCounts();
+  const all = await (await c.var.catalog()).listWithCounts(c.var.principal.queues);
   return c.json(
     { queues: all.map((q) => ({ ...queueToWire(q), stats: statsToWire(q.stats) })) } satisfies T.QueueList,
     200,

@@ -28,7 +28,8 @@ export const putSubscription = defineRoute({
   summary: "Create or update a push subscription",
   description:
     'From then on the queue POSTs each deliverable message (`min_priority` and up) to `url`, at most `max_in_flight` at once, signed with `signing_secret` (header `Turso-Queue-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`). A 2xx answer acks it, 202 leaves the lease to the consumer, anything else (or no answer within `visibility`) retries it with backoff. The secret is drawn at creation and kept on update. Subscriptions compete: each message goes to one of them.',
-  auth: true,
+  scope: "manage",
+  audit: ["url"],
   request: {
     params: SubscriptionPath,
     body: { schema: SubscriptionBody, required: true, example: { url: EXAMPLE.url, max_in_flight: 10 } },
@@ -48,7 +49,7 @@ export const listSubscriptions = defineRoute({
   operationId: "listSubscriptions",
   tag: "Push",
   summary: "List push subscriptions",
-  auth: true,
+  scope: "read",
   responses: {
     200: {
       description: "Every subscription (no secrets).",
@@ -66,7 +67,7 @@ export const deleteSubscription = defineRoute({
   summary: "Delete a push subscription",
   description:
     "No delivery starts after this answer; deliveries already under way finish (their leases stay valid until acked or expired).",
-  auth: true,
+  scope: "manage",
   request: { params: SubscriptionPath },
   responses: { 204: { description: "Deleted." } },
   errors: ["NOT_FOUND"],
