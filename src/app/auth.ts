@@ -180,6 +180,7 @@ export function requireKey(
     const m = match(c.req.method, new URL(c.req.url).pathname);
     const refused = m && refusal(principal, m);
     if (refused !== undefined) throw refused;
+    checker.used(config, principal);
     c.set("config", config);
     c.set("principal", principal);
     await next();

@@ -48,7 +48,9 @@ class KnownKeys {
   readonly #used = new Set<string>();
 
   async principal(token: string, id: string, secret: string, store: KeyStore, now: number): Promise<Principal> {
-    if (now - this.#at >= KEYS.revocationSeconds * 1000) await this.#refresh(store, now);
+    const age = now - this.#at;
+    // A clock that went back counts as stale too: the bound holds whatever the clock does.
+    if (age >= KEYS.revocationSeconds * 1000 || age < 0) await this.#refresh(store, now);
     const key = this.#keys.get(id);
     if (key === undefined) throw new Refused("Authorization: unknown or revoked key");
     const verified = this.#verified.get(id);
@@ -61,8 +63,12 @@ class KnownKeys {
     if (key.expiresAt !== undefined && key.expiresAt * 1000 <= now) {
       throw new Refused(`Authorization: the key expired at ${new Date(key.expiresAt * 1000).toISOString()}`);
     }
-    this.#used.add(id);
     return { id, kind: "key", scopes: key.scopes, queues: key.queues, expiresAt: key.expiresAt };
+  }
+
+  /** A key was used (its request was authorized): stamped at the next sync. */
+  used(id: string): void {
+    this.#used.add(id);
   }
 
   /** Forgets what it knows: the next key asks the store (a key made or revoked through this isolate). */
@@ -123,6 +129,11 @@ export class KeyChecker {
       }
     }
     throw new Refused("Authorization: invalid bearer token");
+  }
+
+  /** `p` made a request it may make: a key's `last_used_at` is stamped at the next sync. */
+  used(config: Config, p: Principal): void {
+    if (p.kind === "key") this.#keysOf(config).used(p.id);
   }
 
   /** After a key was made or revoked through this app: ask the store at the next key. */

@@ -212,7 +212,8 @@ export class KeyRing implements KeyStore {
       await this.#write(markKeysUsedPlan(stale.slice(0, KEYS.max), KEYS.lastUsedSeconds));
     }
     let known = this.#known;
-    if (known === undefined || now - known.at >= this.trustMs) {
+    // (A clock that went back ends the trust too.)
+    if (known === undefined || now - known.at >= this.trustMs || now < known.at) {
       const keys = (await this.list()).map(({ id, hash, scopes, queues, expiresAt }) => ({
         id,
         hash,
