@@ -159,6 +159,7 @@ export function requireKey(
     // Misconfigured (QUEUE_TOKEN unset, database URL missing): refuse everything, never run open.
     if (!parsed.ok) throw parsed.error;
     const config = parsed.config;
+    c.set("config", config);
     const header = c.req.header("authorization");
     if (header === undefined) {
       throw unauthorized("Authorization: missing (send `Authorization: Bearer <key>`)", false);
@@ -181,7 +182,6 @@ export function requireKey(
     const refused = m && refusal(principal, m);
     if (refused !== undefined) throw refused;
     checker.used(config, principal);
-    c.set("config", config);
     c.set("principal", principal);
     await next();
     if (m?.route.scope !== "manage" || c.res.status >= 300) return;
