@@ -284,8 +284,14 @@ export class QueueClient {
 
   // push subscriptions
 
-  /** Creates or updates a push subscription; answers it with its `signingSecret` (kept on update). */
-  subscribe(name: string, options: SubscriptionInput & CallOptions): Promise<Subscription & { signingSecret: string }> {
+  /**
+   * Creates or updates a push subscription; answers it with its `signingSecret` (kept on update), and
+   * during a rotation (`rotateSecret`) its `nextSigningSecret`.
+   */
+  subscribe(
+    name: string,
+    options: SubscriptionInput & CallOptions,
+  ): Promise<Subscription & { signingSecret: string; nextSigningSecret: string | undefined }> {
     return this.#subscriptions.subscribe(name, options);
   }
 

@@ -231,6 +231,8 @@ export function subscriptionInputToWire(s: SubscriptionInput): W.SubscriptionReq
   if (s.maxInFlight !== undefined) out.max_in_flight = s.maxInFlight;
   if (s.visibility !== undefined) out.visibility = s.visibility;
   if (s.signingSecret !== undefined) out.signing_secret = s.signingSecret;
+  if (s.rotateSecret !== undefined) out.rotate_secret = s.rotateSecret;
+  if (s.nextSigningSecret !== undefined) out.next_signing_secret = s.nextSigningSecret;
   return out;
 }
 
@@ -240,6 +242,8 @@ export const subscriptionInputFromWire = (w: W.SubscriptionRequest): Subscriptio
   maxInFlight: w.max_in_flight,
   visibility: w.visibility,
   signingSecret: w.signing_secret,
+  rotateSecret: w.rotate_secret,
+  nextSigningSecret: w.next_signing_secret,
 });
 
 /** The default queue has no creation time (null on the wire, 0 in the library). */

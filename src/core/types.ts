@@ -173,6 +173,13 @@ export interface SubscriptionInput {
   visibility?: number | undefined;
   /** The signing secret to use (16-256 visible ASCII); absent: drawn at creation, kept on update. */
   signingSecret?: string | undefined;
+  /**
+   * Rotates the signing secret: "start" draws a next one (kept until finished), and deliveries are
+   * signed with both; "finish" makes the next one the secret.
+   */
+  rotateSecret?: "start" | "finish" | undefined;
+  /** Sets the next secret (16-256 visible ASCII) instead of drawing one; null ends a rotation. */
+  nextSigningSecret?: string | null | undefined;
 }
 
 /** A key made through the API, as listed: its secret is never kept (only a hash of it). */
