@@ -87,7 +87,7 @@ describe("each operation", () => {
     });
     for (const { path, op } of operations()) {
       if (path.startsWith("/v1/") || path === "/metrics") {
-        // The scope each needs: test/app/keys-routes.test.ts.
+        // The scope each needs: test/app/keys.test.ts.
         expect(op.security, path).toEqual([{ bearer: expect.any(Array) }]);
         for (const status of ["401", "500", "502", "503"]) expect(Object.keys(op.responses), path).toContain(status);
       } else {

@@ -506,6 +506,36 @@ console.log(JSON.stringify(answers));
     }
   });
 
+  it("docs/deploying.md's keys example runs as written: each key does what it may, and is refused the rest", async () => {
+    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+    await provider.create("default");
+    const nsWorker = await startWorker({
+      databaseUrl: inject("nsSqldUrl"),
+      queueToken: QUEUE_TOKEN,
+      vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
+    });
+    try {
+      writeFileSync(join(app, "keys.mjs"), readmeExample("keys.mjs"));
+      const lines = (await node(["keys.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");
+      expect(lines).toEqual([
+        expect.stringMatching(/^worker handled customer-7 #[0-9]+$/),
+        "function claims: 403 FORBIDDEN",
+        "function publishes to another queue: 403 FORBIDDEN",
+        "worker purges: 403 FORBIDDEN",
+        "prometheus scrapes: 200",
+      ]);
+      const orders = await LibsqlTransport.create(inject("nsSqldUrl"), { namespace: "orders" });
+      expect(await orders.stats()).toMatchObject({ ready: 0, inFlight: 0, groups: 0 });
+      orders.close();
+    } finally {
+      await fetch(`${nsWorker.url}/v1/queues/orders?force=true`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${QUEUE_TOKEN}` },
+      });
+      await nsWorker.stop();
+    }
+  });
+
   it("the README's Hono example mounts the API in another app", async () => {
     writeFileSync(join(app, "hono-app.mjs"), readmeExample("hono-app.mjs"));
     writeFileSync(
