@@ -7,13 +7,15 @@
  */
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createApp } from "../../src/app/app.js";
 import type { KeyCall } from "../../src/app/key-port.js";
+import { perRequestTransports } from "../../src/app/transports.js";
 import type { Outcome } from "../../src/app/writer/port.js";
 import type * as T from "../../src/contract/types.js";
 import { KEYS, SCOPES, type Scope } from "../../src/rules.js";
 import { allowed, type Case, cases, FILTERED, jwt, SCOPE_OF } from "../support/keys.js";
 import { waitFor } from "../support/wait.js";
-import { TEST_ED25519, TEST_JWT_SECRET, TEST_TOKEN_NEXT } from "./constants.js";
+import { TEST_ED25519, TEST_JWT_SECRET, TEST_TOKEN, TEST_TOKEN_NEXT } from "./constants.js";
 import { api, db, resetDatabase, sqldRequests, withoutQueues, writer } from "./support.js";
 
 const TABLES = [
@@ -242,5 +244,37 @@ describe("keys at the edge", () => {
     const listed = await api<T.KeyList>("/v1/keys");
     expect(listed.body.keys.find((k) => k.id === admin.id)).toMatchObject({ name: "ops", created_by: "root" });
     expect(env.QUEUE_WRITER).toBeDefined();
+  });
+});
+
+describe("without the Durable Object", () => {
+  it("the same checks; the keys read from the database at most once per bound, never per request", async () => {
+    const app = createApp(perRequestTransports());
+    const call = (path: string, token: string, json?: unknown) =>
+      app.request(
+        path,
+        {
+          method: json === undefined ? "GET" : "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: json === undefined ? undefined : JSON.stringify(json),
+        },
+        env,
+      );
+    const made = (await (
+      await call("/v1/keys", TEST_TOKEN, { name: "standalone", scopes: ["publish"] })
+    ).json()) as T.KeyCreated;
+    expect((await call("/v1/groups/g/messages", made.key, { event: 1 })).status).toBe(201);
+    const refused = await call("/v1/stats", made.key);
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as T.ErrorAnswer).error.message).toBe(
+      "this key lacks the read scope on queue default (it has publish)",
+    );
+    const reads = await sqldRequests(KEY_READS);
+    for (let i = 0; i < 10; i++) {
+      expect(
+        (await call("/v1/groups/g/messages", `tq_${"e".repeat(16)}_${made.key.slice(-43)}`, { event: i })).status,
+      ).toBe(401);
+    }
+    expect(await sqldRequests(KEY_READS)).toBe(reads);
   });
 });
