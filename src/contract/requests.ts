@@ -153,6 +153,14 @@ export const SubscriptionPath = object({
   ),
 });
 
+/** A push subscription's signing secret, when the caller sets one. */
+const signingSecret = v.pipe(
+  v.string(ruleMessage(signingSecretProblem)),
+  ruleCheck<string>(signingSecretProblem),
+  v.minLength(16),
+  v.maxLength(256),
+);
+
 export const SubscriptionBody = object({
   url: v.pipe(
     v.string(ruleMessage(pushUrlProblem)),
@@ -177,10 +185,7 @@ export const SubscriptionBody = object({
   ),
   signing_secret: v.optional(
     v.pipe(
-      v.string(ruleMessage(signingSecretProblem)),
-      ruleCheck<string>(signingSecretProblem),
-      v.minLength(16),
-      v.maxLength(256),
+      signingSecret,
       v.description(
         "Sets the signing secret (16 to 256 visible ASCII characters) instead of keeping the current one or drawing one: to give several subscriptions one secret. Absent: drawn at creation, kept on update. Setting it ends a rotation.",
       ),
@@ -196,14 +201,7 @@ export const SubscriptionBody = object({
   ),
   next_signing_secret: v.optional(
     v.pipe(
-      v.nullable(
-        v.pipe(
-          v.string(ruleMessage(signingSecretProblem)),
-          ruleCheck<string>(signingSecretProblem),
-          v.minLength(16),
-          v.maxLength(256),
-        ),
-      ),
+      v.nullable(signingSecret),
       v.description(
         "Sets the next signing secret (a rotation with a secret of your own; null ends a rotation). Not with `rotate_secret`.",
       ),

@@ -17,7 +17,17 @@ import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { KEYS, SCOPES, type Scope } from "../../src/rules.js";
-import { allowed, type Case, cases, FILTERED, jwt, SCOPE_OF } from "../support/keys.js";
+import {
+  ALL_TABLES,
+  allowed,
+  type Case,
+  COUNT_ALL,
+  cases,
+  expectForbidden,
+  FILTERED,
+  jwt,
+  SCOPE_OF,
+} from "../support/keys.js";
 
 const run = Date.now().toString(36);
 const BILLING = `k${run}-billing`;
@@ -27,17 +37,6 @@ const ROOT = "keys-root-token-0123456789abcdef";
 const ROOT_NEXT = "keys-next-token-0123456789abcdef";
 const JWT_SECRET = "jwt-secret-0123456789abcdef-0123456789";
 const NAMESPACES = ["default", BILLING, OTHER];
-const TABLES = [
-  "messages",
-  "groups",
-  "tq_dead_letters",
-  "tq_idempotency",
-  "tq_publishers",
-  "tq_subscriptions",
-  "tq_queues",
-  "tq_keys",
-  "tq_audit",
-];
 
 let env: Record<string, string>;
 let es: CryptoKeyPair;
@@ -91,10 +90,8 @@ async function makeKey(input: T.KeyRequest, token = ROOT): Promise<T.KeyCreated>
 async function snapshot() {
   const counts: Record<string, number> = {};
   for (const [ns, t] of dbs) {
-    const rs = await clientOf(t).execute(
-      `SELECT ${TABLES.map((x) => `(SELECT count(*) FROM ${x}) AS ${x}`).join(", ")}`,
-    );
-    for (const x of TABLES) counts[`${ns}.${x}`] = Number((rs.rows[0] as Record<string, unknown>)[x]);
+    const rs = await clientOf(t).execute(COUNT_ALL);
+    for (const x of ALL_TABLES) counts[`${ns}.${x}`] = Number((rs.rows[0] as Record<string, unknown>)[x]);
   }
   const written: Record<string, number> = {};
   for (const ns of NAMESPACES) written[ns] = (await billed(inject("nsAdminUrl"), ns)).written;
@@ -191,16 +188,7 @@ describe("the matrix: every route, every scope, an allowed and a forbidden queue
     const before = await snapshot();
     for (const c of refused) {
       const res = await call(c.path, { method: c.method, token, json: c.body });
-      const what = `${c.method} ${c.path} with ${scopes.join("+")}`;
-      expect(res.status, `${what}: ${res.text}`).toBe(403);
-      expect(res.body.error.code).toBe("FORBIDDEN");
-      const need = SCOPE_OF[c.route.operationId] as string;
-      expect(res.body.error.message, what).toContain(need);
-      if (c.queue !== undefined) expect(res.body.error.message, what).toContain(`queue ${c.queue}`);
-      else if (!FILTERED.has(c.route.operationId)) expect(res.body.error.message, what).toContain("every queue");
-      expect(res.headers.get("www-authenticate")).toBe(
-        `Bearer realm="turso-queue", error="insufficient_scope", scope="${need}"`,
-      );
+      expectForbidden(c, `${c.method} ${c.path} with ${scopes.join("+")}`, res);
     }
     expect(await snapshot()).toEqual(before);
     vi.useRealTimers();

@@ -73,6 +73,17 @@ async function node(args: string[], env: Record<string, string> = {}): Promise<s
   }
 }
 
+/** A Worker under `wrangler dev` whose named queues are namespaces of the shared sqld. */
+async function namespacesWorker(): Promise<RunningWorker> {
+  const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+  await provider.create("default");
+  return startWorker({
+    databaseUrl: inject("nsSqldUrl"),
+    queueToken: QUEUE_TOKEN,
+    vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
+  });
+}
+
 /** The code block that follows `<!-- example: <name> ... -->` in the README, or else in a page of docs/. */
 function readmeExample(name: string): string {
   const marker = `<!-- example: ${name}`;
@@ -474,13 +485,7 @@ console.log(JSON.stringify(answers));
   });
 
   it("the README's named and sharded queues example runs as written against a Worker on sqld namespaces", async () => {
-    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
-    await provider.create("default");
-    const nsWorker = await startWorker({
-      databaseUrl: inject("nsSqldUrl"),
-      queueToken: QUEUE_TOKEN,
-      vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
-    });
+    const nsWorker = await namespacesWorker();
     try {
       writeFileSync(join(app, "queues.mjs"), readmeExample("queues.mjs"));
       const lines = (await node(["queues.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");
@@ -507,13 +512,7 @@ console.log(JSON.stringify(answers));
   });
 
   it("docs/deploying.md's keys example runs as written: each key does what it may, and is refused the rest", async () => {
-    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
-    await provider.create("default");
-    const nsWorker = await startWorker({
-      databaseUrl: inject("nsSqldUrl"),
-      queueToken: QUEUE_TOKEN,
-      vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
-    });
+    const nsWorker = await namespacesWorker();
     try {
       writeFileSync(join(app, "keys.mjs"), readmeExample("keys.mjs"));
       const lines = (await node(["keys.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");

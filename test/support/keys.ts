@@ -4,6 +4,7 @@
  * fails), and one request per route and queue, to send with keys of every scope.
  */
 
+import { expect } from "vitest";
 import type { RouteSpec } from "../../src/app/route.js";
 import { scopedPath } from "../../src/app/route.js";
 import { API_ROUTES } from "../../src/app/routes/index.js";
@@ -43,6 +44,39 @@ export const SCOPE_OF: Record<string, Scope | "any"> = {
 
 /** Routes about no one queue that a key limited to some queues may still call (they answer only those). */
 export const FILTERED = new Set(["listQueues", "metrics", "whoami"]);
+
+/** Every table a request could write, ours and the spec's: what "stored nothing" is checked against. */
+export const ALL_TABLES = [
+  "messages",
+  "groups",
+  "tq_dead_letters",
+  "tq_idempotency",
+  "tq_publishers",
+  "tq_subscriptions",
+  "tq_queues",
+  "tq_keys",
+  "tq_audit",
+];
+
+/** One query counting the rows of every table. */
+export const COUNT_ALL = `SELECT ${ALL_TABLES.map((t) => `(SELECT count(*) FROM ${t}) AS ${t}`).join(", ")}`;
+
+/** What a refused case answers: 403 FORBIDDEN naming the scope, and the queue (or every queue). */
+export function expectForbidden(
+  c: Case,
+  what: string,
+  res: { status: number; text: string; headers: Headers; body: { error: { code: string; message: string } } },
+): void {
+  const need = SCOPE_OF[c.route.operationId] as string;
+  expect(res.status, `${what}: ${res.text}`).toBe(403);
+  expect(res.body.error.code).toBe("FORBIDDEN");
+  expect(res.body.error.message, what).toContain(need);
+  if (c.queue !== undefined) expect(res.body.error.message, what).toContain(`queue ${c.queue}`);
+  else if (!FILTERED.has(c.route.operationId)) expect(res.body.error.message, what).toContain("every queue");
+  expect(res.headers.get("www-authenticate")).toBe(
+    `Bearer realm="turso-queue", error="insufficient_scope", scope="${need}"`,
+  );
+}
 
 export interface Case {
   route: RouteSpec;
