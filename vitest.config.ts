@@ -1,6 +1,6 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
-import { TEST_TOKEN } from "./test/worker/constants.js";
+import { TEST_ED25519, TEST_JWT_SECRET, TEST_TOKEN, TEST_TOKEN_NEXT } from "./test/worker/constants.js";
 
 export default defineConfig({
   test: {
@@ -28,6 +28,9 @@ export default defineConfig({
               bindings: {
                 TURSO_DATABASE_URL: inject("workerSqldUrl"),
                 QUEUE_TOKEN: TEST_TOKEN,
+                QUEUE_TOKEN_NEXT: TEST_TOKEN_NEXT,
+                QUEUE_JWT_SECRET: TEST_JWT_SECRET,
+                QUEUE_JWT_PUBLIC_KEYS: JSON.stringify(TEST_ED25519.public),
                 QUEUE_DATABASES: inject("workerQueueDatabases"),
               },
             },

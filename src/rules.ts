@@ -300,3 +300,81 @@ export function traceparentProblem(v: unknown): string | undefined {
     ? undefined
     : `must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got ${describe(v)}`;
 }
+
+// ---------------------------------------------------------------------------------------------
+// keys: who may do what, on which queue
+
+/**
+ * What a key may do. `publish`: publish; `consume`: claim, ack, nack, extend, release; `read`: stats,
+ * queues, groups, peek, history, dead letters, subscriptions, `/metrics`; `manage`: make, change and
+ * delete queues, purge, redrive and delete dead letters, subscriptions, keys and the audit.
+ */
+export const SCOPES = ["publish", "consume", "read", "manage"] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/**
+ * A key made through the API: `tq_<id>_<secret>`, the id 16 hex digits (listed, audited), the secret
+ * 43 base64url characters (256 random bits; only its SHA-256 is stored). The prefix lets secret
+ * scanners find a leaked one.
+ */
+export const API_KEY = /^tq_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
+export const KEY_ID = /^[0-9a-f]{16}$/;
+
+export const KEYS = {
+  /** Longest key name. */
+  maxName: 64,
+  /** Most queue patterns a key names. */
+  maxQueues: 32,
+  /** Longest life given at creation (`expires_in`): 10 years. */
+  maxExpiresIn: 10 * 366 * 24 * 3600,
+  /** Keys a deployment holds at most (each edge isolate keeps all of them in memory). */
+  max: 1000,
+  /** Seconds within which a revoked key stops working on every isolate (how long one trusts what it knows). */
+  revocationSeconds: 5,
+  /** A key's `last_used_at` is written at most this often (seconds): its precision, and its cost in rows. */
+  lastUsedSeconds: 60,
+  /** An expired key is still listed (as expired) this long, then removed at the next key made (seconds). */
+  expiredKeptSeconds: 86_400,
+} as const;
+
+/** The audit of `manage` actions: how much is kept, and its pages. */
+export const AUDIT = { retention: 10_000, page: { default: 50, max: 500 } } as const;
+
+export function scopeProblem(v: unknown): string | undefined {
+  return typeof v === "string" && (SCOPES as readonly string[]).includes(v)
+    ? undefined
+    : `must be one of ${SCOPES.join(", ")}, got ${describe(v)}`;
+}
+
+export function keyNameProblem(v: unknown): string | undefined {
+  const p = idProblem(v);
+  if (p !== undefined) return p;
+  return (v as string).length > KEYS.maxName ? `must be at most ${KEYS.maxName} characters` : undefined;
+}
+
+export function keyIdProblem(v: unknown): string | undefined {
+  return typeof v === "string" && KEY_ID.test(v) ? undefined : `must be a key id (16 hex digits), got ${describe(v)}`;
+}
+
+/**
+ * A queue a key may touch: a queue's exact name, or a prefix ending in `*` (`tenant-*`; `*` alone is
+ * every queue).
+ */
+export function queuePatternProblem(v: unknown): string | undefined {
+  const words = `must be a queue name or a prefix of one ending in "*" (like "tenant-*"), got ${describe(v)}`;
+  if (typeof v !== "string") return words;
+  if (v.endsWith("*")) return /^(?:[a-z0-9][a-z0-9-]{0,38})?\*$/.test(v) && !v.includes("--") ? undefined : words;
+  return queueNameProblem(v) === undefined ? undefined : words;
+}
+
+/** Whether a key limited to `patterns` (undefined: every queue) may touch `queue`. */
+export function queueAllowed(patterns: readonly string[] | undefined, queue: string): boolean {
+  if (patterns === undefined) return true;
+  for (const p of patterns) {
+    if (p.endsWith("*") ? queue.startsWith(p.slice(0, -1)) : p === queue) return true;
+  }
+  return false;
+}
+
+/** A key's life at creation, in whole seconds. */
+export const expiresInProblem = (v: unknown) => integerProblem(v, 1, KEYS.maxExpiresIn);

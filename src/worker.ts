@@ -19,6 +19,7 @@ import { createApp } from "./app/app.js";
 import { databaseKey } from "./app/databases.js";
 import { type WriterOf, writersAt } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
+import { type KeyCall, runKeyCall } from "./app/key-port.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 import { type Call, databaseRef, type Outcome, outcome, runCalls, type WriterTarget } from "./app/writer/calls.js";
 import { dispatcherFor } from "./app/writer/dispatcher.js";
@@ -26,6 +27,7 @@ import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app
 import { Pusher } from "./app/writer/pusher.js";
 import { type CatalogCall, WAIT_PATH, type WaitAnswer, type WaitBody, type Writer } from "./app/writer/remote.js";
 import type { Database } from "./core/databases.js";
+import { keyRingOf } from "./core/keys.js";
 import { catalogStoreOf } from "./core/queues.js";
 import { type ShardOf, shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
@@ -71,7 +73,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   catalog([op, args]: CatalogCall): Promise<Outcome<unknown>> {
     return outcome(async () => {
       const config = this.#config();
-      const store = catalogStoreOf(await this.#serve({ database: config.database, shard: { index: 0, count: 1 } }));
+      const store = catalogStoreOf(await this.#home(config));
       return (store[op] as (...a: unknown[]) => Promise<unknown>)(...args);
     });
   }
@@ -111,6 +113,18 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     this.#waits.get(id)?.abort();
   }
 
+  /**
+   * The edge's key store (src/app/key-port.ts), kept in the default queue's database: every change of
+   * keys goes through this (the default queue's) writer, so it answers the edges' syncs from what it
+   * read, re-reading at most once a minute (for a change made behind the API's back).
+   */
+  keys(call: KeyCall): Promise<Outcome<unknown>> {
+    return outcome(async () => {
+      const config = this.#config();
+      return runKeyCall(keyRingOf(await this.#home(config), 60_000), call);
+    });
+  }
+
   /** Its counters, once stored (null when it never counted anything). */
   meter(): Promise<Outcome<MeterReading | null>> {
     return outcome(async () => {
@@ -131,6 +145,11 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     this.#target = undefined;
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
+  }
+
+  /** The default queue's database: on its writer, the catalog's rows and the keys. */
+  #home(config: Config): Promise<LibsqlTransport> {
+    return this.#serve({ database: databaseRef(config.database), shard: { index: 0, count: 1 } });
   }
 
   #config(): Config {

@@ -4,18 +4,22 @@
  * schemas (src/app/route.ts, src/contract/schemas.ts); handlers stay thin: take the validated input,
  * call the library, shape the answer (src/app/answers.ts).
  */
-import { Hono, type MiddlewareHandler } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { sleepOrReturn } from "../core/backoff.js";
+import type { KeyStore } from "../core/keys.js";
 import { DEFAULT_QUEUE } from "../rules.js";
-import { requireBearer } from "./auth.js";
-import type { AppEnv, TransportFactory } from "./context.js";
+import { requireKey } from "./auth.js";
+import type { AppEnv, DatabaseAccess, TransportFactory } from "./context.js";
+import type { Config } from "./env.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
 import { catalogFor, placementOf, serve } from "./queues.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { groupMessages } from "./routes/groups.js";
+import { API_ROUTES } from "./routes/index.js";
+import { keys } from "./routes/keys.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
 import { service } from "./routes/metrics.js";
@@ -67,16 +71,28 @@ export function baseApp(): Hono<AppEnv> {
 
 /**
  * The API over databases reached as `factory` says (src/app/transports.ts, or the QueueWriters at the
- * Worker's edge): every `/v1` request needs the bearer token; its queue is resolved by the catalog.
+ * Worker's edge): every `/v1` request needs a key with its route's scope; its queue is resolved by
+ * the catalog.
  */
 export function createApp(factory: TransportFactory, options: AppOptions = {}): Hono<AppEnv> {
   const app = baseApp();
   const limit = options.dbConcurrency ?? 1;
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
 
+  /** The request's way to its databases, built once per request. */
+  const accesses = new WeakMap<Request, DatabaseAccess>();
+  const accessOf = (c: Context<AppEnv>, config: Config): DatabaseAccess => {
+    let access = accesses.get(c.req.raw);
+    if (access === undefined) {
+      access = factory(config, c.env, c.req.raw);
+      accesses.set(c.req.raw, access);
+    }
+    return access;
+  };
+
   const setup: MiddlewareHandler<AppEnv> = async (c, next) => {
     const config = c.get("config");
-    const access = factory(config, c.env, c.req.raw);
+    const access = accessOf(c, config);
     const catalog = catalogFor(config, access);
     let held = false;
     c.set("queueName", DEFAULT_QUEUE);
@@ -95,6 +111,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       const all = await Promise.all(queue.databases.map((db, i) => meter(db, placementOf(queue, i, config))));
       return all.filter((r): r is MeterReading => r != null);
     });
+    c.set("keys", () => access.keys());
     c.set("idle", async (ms, signal) => {
       if (held) {
         gate?.release();
@@ -109,8 +126,10 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       if (held) gate?.release();
     }
   };
-  app.use("/v1/*", requireBearer, setup);
-  app.use("/metrics", requireBearer, setup);
+  // Who may do what: checked before anything reads a body or a database.
+  const auth = requireKey(API_ROUTES, (c, config): KeyStore => accessOf(c, config).keys());
+  app.use("/v1/*", auth, setup);
+  app.use("/metrics", auth, setup);
 
   app.route("/", messages);
   app.route("/", claims);
@@ -120,6 +139,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", deadLetters);
   app.route("/", subscriptions);
   app.route("/", queues);
+  app.route("/", keys);
   app.route("/", service);
   return app;
 }

@@ -1,42 +1,178 @@
-/** Bearer authentication for `/v1`: constant-time comparison against QUEUE_TOKEN; never open. */
-import type { MiddlewareHandler } from "hono";
+/**
+ * Who may do what, on which queue: one middleware (`requireKey`) in front of every `/v1` route and
+ * `/metrics`, run before anything reads a body or a database. It tells who the bearer token is
+ * (src/app/keys.ts: the root key, a key made through the API, a JWT), finds the route the request is
+ * for among the declarations (src/app/route.ts: each declares its scope), and refuses a key that
+ * lacks the scope or the queue (403 naming both), so a refused request changes nothing. After a
+ * `manage` action succeeded, it records it in the audit.
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import type { KeyStore } from "../core/keys.js";
+import { DEFAULT_QUEUE, queueAllowed, queueNameProblem } from "../rules.js";
 import type { AppEnv } from "./context.js";
-import { parseEnv } from "./env.js";
-import { HttpError } from "./errors.js";
+import { type Config, parseEnv } from "./env.js";
+import { badRequest, HttpError } from "./errors.js";
+import { KeyChecker, type Principal, Refused } from "./keys.js";
+import { type RouteSpec, scopedPath } from "./route.js";
+
+export { sameSecret } from "./secrets.js";
 
 const BEARER = /^Bearer[ \t]+([!-~]+)[ \t]*$/i;
+const REALM = 'Bearer realm="turso-queue"';
 
-export const requireBearer: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const parsed = parseEnv(c.env);
-  // Misconfigured (QUEUE_TOKEN unset, database URL missing): refuse everything, never run open.
-  if (!parsed.ok) throw parsed.error;
-  const header = c.req.header("authorization");
-  const challenge = { "WWW-Authenticate": 'Bearer realm="turso-queue"' };
-  if (header === undefined) {
-    throw new HttpError(
-      401,
-      "UNAUTHORIZED",
-      "Authorization: missing (send `Authorization: Bearer <QUEUE_TOKEN>`)",
-      challenge,
-    );
-  }
-  const m = BEARER.exec(header);
-  if (!m || !sameSecret(m[1] as string, parsed.config.queueToken)) {
-    throw new HttpError(401, "UNAUTHORIZED", "Authorization: invalid bearer token", challenge);
-  }
-  c.set("config", parsed.config);
-  await next();
-};
+const unauthorized = (message: string, tokenGiven: boolean) =>
+  new HttpError(401, "UNAUTHORIZED", message, {
+    "WWW-Authenticate": tokenGiven ? `${REALM}, error="invalid_token"` : REALM,
+  });
+
+/** A route the request is for, with its path's values. */
+interface Match {
+  route: RouteSpec;
+  params: Record<string, string>;
+  /** The queue it is about; undefined for a route about no one queue. */
+  queue: string | undefined;
+}
+
+interface Compiled {
+  route: RouteSpec;
+  segments: string[];
+}
 
 /**
- * Compares two secrets in time independent of where they differ and of the given one's length: every
- * character of `expected` is compared (with the given one's, cycled), and the lengths are folded in. Plain
- * JavaScript, synchronous: it runs on every request, where two Web Crypto digests cost more than the
- * rest of the bearer check (measured in workerd).
+ * Finds a request's route among `routes` by method and path (each route's own path, and its
+ * `/v1/queues/{queue}/...` variant), wherever the app is mounted: the route's path is the tail of
+ * the request's. Path values are decoded strictly (400 naming the value).
  */
-export function sameSecret(given: string, expected: string): boolean {
-  if (given.length === 0) return false;
-  let diff = given.length ^ expected.length;
-  for (let i = 0; i < expected.length; i++) diff |= given.charCodeAt(i % given.length) ^ expected.charCodeAt(i);
-  return diff === 0;
+export function routeMatcher(routes: readonly RouteSpec[]): (method: string, pathname: string) => Match | undefined {
+  const byMethod = new Map<string, Compiled[]>();
+  for (const route of routes) {
+    for (const path of [route.path, scopedPath(route)]) {
+      if (path === undefined) continue;
+      const method = route.method.toUpperCase();
+      const list = byMethod.get(method) ?? [];
+      list.push({ route, segments: path.split("/").slice(1) });
+      byMethod.set(method, list);
+    }
+  }
+  // The longest path first: `/v1/queues/{queue}/stats` before anything it could end like.
+  for (const list of byMethod.values()) list.sort((a, b) => b.segments.length - a.segments.length);
+  return (method, pathname) => {
+    const parts = pathname.split("/");
+    for (const c of byMethod.get(method === "HEAD" ? "GET" : method) ?? []) {
+      const offset = parts.length - c.segments.length;
+      if (offset < 1) continue;
+      let ok = true;
+      for (let i = 0; i < c.segments.length && ok; i++) {
+        const s = c.segments[i] as string;
+        ok = s.startsWith("{") || s === parts[offset + i];
+      }
+      if (!ok) continue;
+      const params: Record<string, string> = {};
+      c.segments.forEach((s, i) => {
+        if (s.startsWith("{")) params[s.slice(1, -1)] = decode(parts[offset + i] as string, s.slice(1, -1));
+      });
+      const about = c.route.queues === undefined && (c.route.path.startsWith("/v1/") || "queue" in params);
+      return { route: c.route, params, queue: about ? (params.queue ?? DEFAULT_QUEUE) : undefined };
+    }
+    return undefined;
+  };
+}
+
+function decode(raw: string, field: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw badRequest(field, "is not valid percent-encoding");
+  }
+}
+
+/** The 403 for a key that may not take this route (its scope, or its queue); nothing when it may. */
+function refusal(p: Principal, m: Match): HttpError | undefined {
+  const scope = m.route.scope;
+  if (scope === "public" || scope === "any") return undefined;
+  const limited = p.queues !== undefined ? ` (it is limited to ${p.queues.join(", ")})` : "";
+  const forbidden = (message: string) =>
+    new HttpError(403, "FORBIDDEN", message, {
+      "WWW-Authenticate": `${REALM}, error="insufficient_scope", scope="${scope}"`,
+    });
+  if (m.queue !== undefined && queueNameProblem(m.queue) !== undefined) return undefined; // the route's own 400
+  const on = m.queue === undefined ? (m.route.queues === "every" ? " on every queue" : "") : ` on queue ${m.queue}`;
+  if (!p.scopes.includes(scope)) {
+    return forbidden(`this key lacks the ${scope} scope${on} (it has ${p.scopes.join(", ")})`);
+  }
+  if (m.queue !== undefined && !queueAllowed(p.queues, m.queue)) {
+    return forbidden(`this key has the ${scope} scope, but not on queue ${m.queue}${limited}`);
+  }
+  if (m.queue === undefined && m.route.queues === "every" && p.queues !== undefined) {
+    return forbidden(`this route needs the ${scope} scope on every queue, and this key has it on some only${limited}`);
+  }
+  return undefined;
+}
+
+/** What an audit entry records of a successful `manage` action: the path's values, and the answer's fields the route names. */
+async function auditEntry(c: Context<AppEnv>, m: Match) {
+  const { queue: _queue, ...params } = m.params;
+  const detail: Record<string, unknown> = { ...params };
+  if (m.route.audit !== undefined && (c.res.headers.get("content-type") ?? "").includes("json")) {
+    const answer = (await c.res.clone().json()) as Record<string, unknown>;
+    for (const field of m.route.audit) if (field in answer) detail[field] = answer[field];
+  }
+  return {
+    keyId: c.var.principal.id,
+    action: m.route.operationId,
+    queue: m.queue ?? m.params.queue,
+    detail: Object.keys(detail).length > 0 ? detail : undefined,
+  };
+}
+
+/**
+ * Checks every request against the routes' declared scopes (`routes`: the API's, src/app/routes),
+ * and audits the `manage` actions that succeed. `storeOf` is where the deployment keeps its keys
+ * and audit (asked only for a key made through the API, and to record an action).
+ */
+export function requireKey(
+  routes: readonly RouteSpec[],
+  storeOf: (c: Context<AppEnv>, config: Config) => KeyStore,
+): MiddlewareHandler<AppEnv> {
+  const match = routeMatcher(routes);
+  const checker = new KeyChecker();
+  return async (c, next) => {
+    const parsed = parseEnv(c.env);
+    // Misconfigured (QUEUE_TOKEN unset, database URL missing): refuse everything, never run open.
+    if (!parsed.ok) throw parsed.error;
+    const config = parsed.config;
+    c.set("config", config);
+    const header = c.req.header("authorization");
+    if (header === undefined) {
+      throw unauthorized("Authorization: missing (send `Authorization: Bearer <key>`)", false);
+    }
+    const token = BEARER.exec(header)?.[1];
+    if (token === undefined) throw unauthorized("Authorization: invalid bearer token", true);
+    let store: KeyStore | undefined;
+    const storeFor = () => {
+      store ??= storeOf(c, config);
+      return store;
+    };
+    let principal: Principal;
+    try {
+      principal = await checker.principal(token, config, storeFor);
+    } catch (e) {
+      if (e instanceof Refused) throw unauthorized(e.message, true);
+      throw e;
+    }
+    const m = match(c.req.method, new URL(c.req.url).pathname);
+    const refused = m && refusal(principal, m);
+    if (refused !== undefined) throw refused;
+    checker.used(config, principal);
+    c.set("principal", principal);
+    await next();
+    if (m?.route.scope !== "manage" || c.res.status >= 300) return;
+    if (m.route.path.startsWith("/v1/keys")) checker.forget(config);
+    try {
+      await storeFor().audit(await auditEntry(c, m));
+    } catch (e) {
+      // The action is done: its answer stands. The entry is lost, and said so where operators look.
+      console.error(`audit: could not record ${m.route.operationId} by ${principal.id}`, e);
+    }
+  };
 }

@@ -2,11 +2,13 @@
 export type { ShardOf } from "../core/shard.js";
 
 import type { Database } from "../core/databases.js";
+import type { KeyStore } from "../core/keys.js";
 import type { CatalogStore, QueueCatalog, ResolvedQueue } from "../core/queues.js";
 import type { ShardOf } from "../core/shard.js";
 import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { Bindings, Config } from "./env.js";
+import type { Principal } from "./keys.js";
 import type { MeterReading } from "./writer/meter.js";
 import type { WriterQueue } from "./writer/remote.js";
 
@@ -40,6 +42,8 @@ export interface DatabaseAccess {
   open(db: Database, at: Placement): Promise<DatabaseQueue>;
   /** The catalog's rows, in the default queue's database. */
   catalogStore(): Promise<CatalogStore>;
+  /** Keys made through the API, and the audit, in the default queue's database. */
+  keys(): KeyStore;
   /** A database's schema in place (before its queue is listed). */
   prepare(db: Database, at: Placement): Promise<void>;
   /** The counters a database's writer keeps (none where no writer keeps them). */
@@ -74,5 +78,9 @@ export interface AppEnv {
     idle: (ms: number, signal?: AbortSignal) => Promise<void>;
     /** How a claim's `wait` is served. */
     waits: Waits;
+    /** Who made the request and what it may do (src/app/auth.ts). */
+    principal: Principal;
+    /** Where keys and the audit are kept. */
+    keys: () => KeyStore;
   };
 }

@@ -8,6 +8,7 @@ import type { Database } from "../core/databases.js";
 import type { CatalogStore } from "../core/queues.js";
 import type { DatabaseAccess, TransportFactory } from "./context.js";
 import type { Bindings, Config } from "./env.js";
+import { keyStoreOver } from "./key-port.js";
 import { databaseRef, unwrap } from "./writer/calls.js";
 import { type CatalogCall, type Writer, WriterQueue } from "./writer/remote.js";
 
@@ -34,6 +35,8 @@ export function writersAt(writerOf: WriterOf): TransportFactory {
       open: async (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard, hangup),
       prepare: (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard).ready(),
       catalogStore: async () => store,
+      // Keys are kept by the default queue's writer, which every change of them goes through.
+      keys: () => keyStoreOver(home),
       meter: async (db, at) => unwrap(await writer(db, at.hint).meter()),
       retire: async (queue) => {
         await Promise.allSettled(queue.databases.map((db) => writer(databaseRef(db), undefined).retire()));

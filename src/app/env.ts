@@ -4,6 +4,7 @@
  */
 import type { Database } from "../core/databases.js";
 import { DEFAULT_QUEUE, locationHintProblem } from "../rules.js";
+import type { JwtConfig } from "./jwt.js";
 
 /** What `wrangler.toml` [vars] and `wrangler secret put` provide. */
 export interface Bindings {
@@ -11,8 +12,26 @@ export interface Bindings {
   TURSO_DATABASE_URL?: string;
   /** The database token (`turso db tokens create <db>`). A secret; optional for a local sqld. */
   TURSO_AUTH_TOKEN?: string;
-  /** The bearer token every `/v1` request must carry. A secret; the API refuses to run without it. */
+  /** The root key: every scope on every queue. A secret; the API refuses to run without it. */
   QUEUE_TOKEN?: string;
+  /**
+   * During a rotation of QUEUE_TOKEN, the next root key, accepted as well; then make it QUEUE_TOKEN
+   * and delete this one. A secret.
+   */
+  QUEUE_TOKEN_NEXT?: string;
+  /** HS256 secret (32 characters or more) that JWTs minted elsewhere are signed with. A secret. */
+  QUEUE_JWT_SECRET?: string;
+  /** During a rotation of QUEUE_JWT_SECRET, the next one, accepted as well. A secret. */
+  QUEUE_JWT_SECRET_NEXT?: string;
+  /**
+   * Public keys that JWTs minted elsewhere are signed with: a JWK or a JWK set (`{"keys": [...]}`),
+   * EC P-256 (ES256) or OKP Ed25519 (EdDSA); several during a rotation (told apart by `kid`). A [var].
+   */
+  QUEUE_JWT_PUBLIC_KEYS?: string;
+  /** The `aud` every JWT must carry (default `turso-queue`). A [var]. */
+  QUEUE_JWT_AUDIENCE?: string;
+  /** The `iss` every JWT must carry, if set. A [var]. */
+  QUEUE_JWT_ISSUER?: string;
   /**
    * Seconds between the QueueWriter's safety re-checks for long-poll waiters and push subscriptions
    * (default 2): how late they may learn of a message written by something that bypasses the Worker. A [var].
@@ -74,7 +93,12 @@ export interface Config {
   databases: DatabasesConfig;
   /** QUEUE_LOCATION_HINT. */
   locationHint: string | undefined;
+  /** QUEUE_TOKEN, the root key. */
   queueToken: string;
+  /** QUEUE_TOKEN_NEXT, during a rotation. */
+  queueTokenNext: string | undefined;
+  /** JWTs minted elsewhere (QUEUE_JWT_*); undefined when none is configured. */
+  jwt: JwtConfig | undefined;
   /** QUEUE_RECHECK_SECONDS in ms (also the push subscriptions' re-check). */
   recheckMs: number;
   /** QUEUE_PUSH_CONNECTIONS. */
@@ -139,6 +163,14 @@ function parse(env: Record<string, unknown>): ParsedConfig {
     problems.push(`QUEUE_TOKEN must be at least ${MIN_QUEUE_TOKEN_LENGTH} characters`);
   }
 
+  const queueTokenNext = str("QUEUE_TOKEN_NEXT");
+  if (queueTokenNext !== undefined && queueTokenNext.length < MIN_QUEUE_TOKEN_LENGTH) {
+    problems.push(`QUEUE_TOKEN_NEXT must be at least ${MIN_QUEUE_TOKEN_LENGTH} characters`);
+  } else if (queueTokenNext !== undefined && queueTokenNext === queueToken) {
+    problems.push("QUEUE_TOKEN_NEXT is QUEUE_TOKEN: delete QUEUE_TOKEN_NEXT once the rotation is over");
+  }
+  const jwt = jwtOf(str, problems);
+
   const url = str("TURSO_DATABASE_URL");
   if (url === undefined) {
     problems.push("TURSO_DATABASE_URL is not set (a [vars] entry in wrangler.toml, e.g. libsql://<db>-<org>.turso.io)");
@@ -198,11 +230,66 @@ function parse(env: Record<string, unknown>): ParsedConfig {
       databases,
       locationHint,
       queueToken: queueToken as string,
+      queueTokenNext,
+      jwt,
       recheckMs: Math.round(recheckSeconds * 1000),
       pushConnections,
       holdMs,
       sampleMs: sampleSeconds * 1000,
     },
+  };
+}
+
+/** Shortest QUEUE_JWT_SECRET accepted (HS256 wants a key as long as its hash: 256 bits). */
+export const MIN_JWT_SECRET_LENGTH = 32;
+
+function jwtOf(str: (name: string) => string | undefined, problems: string[]): JwtConfig | undefined {
+  const secrets: string[] = [];
+  for (const name of ["QUEUE_JWT_SECRET", "QUEUE_JWT_SECRET_NEXT"]) {
+    const secret = str(name);
+    if (secret === undefined) continue;
+    if (secret.length < MIN_JWT_SECRET_LENGTH)
+      problems.push(`${name} must be at least ${MIN_JWT_SECRET_LENGTH} characters`);
+    else secrets.push(secret);
+  }
+  const publicKeys: JsonWebKey[] = [];
+  const keys = str("QUEUE_JWT_PUBLIC_KEYS");
+  if (keys !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(keys);
+    } catch {
+      parsed = undefined;
+    }
+    const list = (parsed as { keys?: unknown } | undefined)?.keys ?? parsed;
+    const all = Array.isArray(list) ? list : [list];
+    const ok = (k: unknown): k is JsonWebKey => {
+      const j = k as Record<string, unknown> | null;
+      return (
+        typeof j === "object" &&
+        j !== null &&
+        j.d === undefined &&
+        ((j.kty === "EC" && j.crv === "P-256" && typeof j.x === "string" && typeof j.y === "string") ||
+          (j.kty === "OKP" && j.crv === "Ed25519" && typeof j.x === "string"))
+      );
+    };
+    if (all.length === 0 || !all.every(ok)) {
+      problems.push(
+        'QUEUE_JWT_PUBLIC_KEYS must be a public JWK or a JWK set ({"keys": [...]}) of EC P-256 (ES256) or OKP Ed25519 (EdDSA) keys, without their private part',
+      );
+    } else publicKeys.push(...all);
+  }
+  if (secrets.length === 0 && publicKeys.length === 0) {
+    if (str("QUEUE_JWT_AUDIENCE") !== undefined || str("QUEUE_JWT_ISSUER") !== undefined) {
+      problems.push("QUEUE_JWT_AUDIENCE and QUEUE_JWT_ISSUER need QUEUE_JWT_SECRET or QUEUE_JWT_PUBLIC_KEYS");
+    }
+    return undefined;
+  }
+  return {
+    secrets,
+    publicKeys,
+    audience: str("QUEUE_JWT_AUDIENCE") ?? "turso-queue",
+    issuer: str("QUEUE_JWT_ISSUER"),
   };
 }
 

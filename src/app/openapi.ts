@@ -39,6 +39,7 @@ const BODY_ERRORS: ErrorCode[] = ["INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE", "UNSU
 
 const EXAMPLE_MESSAGES: Partial<Record<ErrorCode, string>> = {
   UNAUTHORIZED: "Authorization: invalid bearer token",
+  FORBIDDEN: "this key lacks the manage scope on queue billing (it has publish)",
   NOT_FOUND: "seq: no dead letter 7",
   LEASE_NOT_FOUND: "lease_id: message 1 no longer exists (acked or dead-lettered)",
   LEASE_LOST:
@@ -55,7 +56,8 @@ function errorCodes(route: RouteSpec): ErrorCode[] {
   const r = route.request ?? {};
   if (r.params || r.query || r.headers) codes.add("INVALID_ARGUMENT");
   if (r.body) for (const c of BODY_ERRORS) codes.add(c);
-  if (route.auth) for (const c of AUTH_ERRORS) codes.add(c);
+  if (route.scope !== "public") for (const c of AUTH_ERRORS) codes.add(c);
+  if (route.scope !== "public" && route.scope !== "any") codes.add("FORBIDDEN");
   return [...codes];
 }
 
@@ -80,7 +82,16 @@ function errorResponses(route: RouteSpec): Record<string, Json> {
     const first = codes[0] as ErrorCode;
     const headers: Json = {};
     if (status === 401) {
-      headers["WWW-Authenticate"] = { description: 'Always `Bearer realm="turso-queue"`.', schema: { type: "string" } };
+      headers["WWW-Authenticate"] = {
+        description: '`Bearer realm="turso-queue"`, with `error="invalid_token"` when a token was sent.',
+        schema: { type: "string" },
+      };
+    }
+    if (status === 403) {
+      headers["WWW-Authenticate"] = {
+        description: `\`Bearer realm="turso-queue", error="insufficient_scope", scope="${route.scope}"\`.`,
+        schema: { type: "string" },
+      };
     }
     if (status === 503) {
       headers["Retry-After"] = {
@@ -161,7 +172,8 @@ function operation(route: RouteSpec): Json {
     tags: [route.tag],
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
-    security: route.auth ? [{ bearer: [] }] : [],
+    // The scope a key needs, as the role the bearer scheme requires (OpenAPI 3.1).
+    security: route.scope === "public" ? [] : [{ bearer: route.scope === "any" ? [] : [route.scope] }],
     parameters: [...parameters(r.params, "path"), ...parameters(r.query, "query"), ...parameters(r.headers, "header")],
     ...(r.body
       ? {
@@ -195,9 +207,14 @@ const TAGS = [
   { name: "Dead letters", description: "Messages that used their last attempt." },
   { name: "Queues", description: "Named queues, each in its own database (or one per shard)." },
   {
+    name: "Keys",
+    description:
+      "Keys with scopes (`publish`, `consume`, `read`, `manage`), limited to some queues or not, that expire or not, revocable; who a key is; the audit of every `manage` action.",
+  },
+  {
     name: "Service",
     description:
-      "Health, this document, the docs page and the dashboard (no auth); metrics for Prometheus (with the token).",
+      "Health, this document, the docs page and the dashboard (no auth); metrics for Prometheus (a key with `read`).",
   },
 ];
 
@@ -209,7 +226,7 @@ const TAGS = [
 export const IN_NAMED_QUEUE = "x-in-named-queue";
 
 /** What a named queue's routes have in place of `/v1`. */
-const QUEUE_PREFIX = scopedPath("/v1/")?.slice(0, -1);
+const QUEUE_PREFIX = scopedPath({ path: "/v1/" })?.slice(0, -1);
 
 /** A route in a named queue: the queue in its path, and QUEUE_NOT_FOUND among its answers. */
 function inQueue(route: RouteSpec, path: `/${string}`): RouteSpec {
@@ -276,7 +293,7 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
   }
   // Each queue's own paths, after the default queue's: the same operations, in the named queue.
   for (const route of routes) {
-    const scoped = scopedPath(route.path);
+    const scoped = scopedPath(route);
     if (scoped !== undefined)
       paths[scoped] = {
         ...(paths[scoped] ?? {}),
@@ -292,9 +309,9 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
       version,
       description: [
         "A durable message queue with per-group exclusivity (FIFO message groups, one message in flight per group), kept in Turso/libSQL.",
-        "Every `/v1` route needs `Authorization: Bearer <QUEUE_TOKEN>`. Bodies are JSON objects in UTF-8, at most 1 MiB; unknown fields are refused. Times are epoch seconds on the database's clock; durations are seconds (fractions allowed).",
+        "Every `/v1` route and `/metrics` needs `Authorization: Bearer <key>`, whose key holds the scope the operation names (its `security`) on the queue it is about: the root key (QUEUE_TOKEN) holds every scope, keys made with `POST /v1/keys` and JWTs minted elsewhere hold theirs. Bodies are JSON objects in UTF-8, at most 1 MiB; unknown fields are refused. Times are epoch seconds on the database's clock; durations are seconds (fractions allowed).",
         'Errors are always `{ "error": { "code", "message" } }`; a 400\'s message starts with the field at fault. A refused request stores nothing. Any other method on a known path is `405 METHOD_NOT_ALLOWED` (with `Allow`); an unknown path is `404 NOT_FOUND`.',
-        `A route under \`/v1/\` serves the queue named \`${DEFAULT_QUEUE}\`. Every one of them but \`/v1/queues\` and its routes also serves a named queue, with \`${QUEUE_PREFIX}\` in place of \`/v1\`: \`POST /v1/claims\` claims from the queue \`${DEFAULT_QUEUE}\`, \`POST ${scopedPath("/v1/claims")?.replace("{queue}", "emails")}\` from the queue \`emails\`, and answers \`404 QUEUE_NOT_FOUND\` when there is no such queue.`,
+        `A route under \`/v1/\` serves the queue named \`${DEFAULT_QUEUE}\`. Every one of them but \`/v1/queues\` and its routes also serves a named queue, with \`${QUEUE_PREFIX}\` in place of \`/v1\`: \`POST /v1/claims\` claims from the queue \`${DEFAULT_QUEUE}\`, \`POST ${scopedPath({ path: "/v1/claims" })?.replace("{queue}", "emails")}\` from the queue \`emails\`, and answers \`404 QUEUE_NOT_FOUND\` when there is no such queue.`,
       ].join("\n\n"),
       license: { name: "MIT", identifier: "MIT" },
     },
@@ -306,7 +323,8 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
         bearer: {
           type: "http",
           scheme: "bearer",
-          description: "The Worker's QUEUE_TOKEN secret (at least 16 characters), compared in constant time.",
+          description:
+            "The root key (the Worker's QUEUE_TOKEN secret, or QUEUE_TOKEN_NEXT during a rotation: every scope), a key made with `POST /v1/keys` (`tq_<id>_<secret>`), or a JWT signed with the Worker's QUEUE_JWT_SECRET (HS256) or a key of QUEUE_JWT_PUBLIC_KEYS (ES256, EdDSA) carrying `scopes`, `queues`, `exp` and `aud`. Each operation's security names the scope it needs: `publish`, `consume`, `read` or `manage`.",
         },
       },
       schemas: {

@@ -16,7 +16,7 @@
 import type { Handler, Hono, MiddlewareHandler } from "hono";
 import * as v from "valibot";
 import { type ErrorCode, QueuePath } from "../contract/schemas.js";
-import { DEFAULT_QUEUE } from "../rules.js";
+import { DEFAULT_QUEUE, type Scope } from "../rules.js";
 import { readJsonObject } from "./body.js";
 import type { AppEnv } from "./context.js";
 import { badRequest } from "./errors.js";
@@ -40,11 +40,23 @@ export interface RouteSpec {
   /** OpenAPI style: `/v1/groups/{group_id}/messages`. */
   path: `/${string}`;
   operationId: string;
-  tag: "Publish" | "Consume" | "Push" | "Inspect" | "Dead letters" | "Queues" | "Service";
+  tag: "Publish" | "Consume" | "Push" | "Inspect" | "Dead letters" | "Queues" | "Keys" | "Service";
   summary: string;
   description?: string;
-  /** Needs `Authorization: Bearer <QUEUE_TOKEN>` (every /v1 route). */
-  auth: boolean;
+  /**
+   * What the request's key must hold (src/app/auth.ts checks it before anything else runs): a scope,
+   * on the request's queue (the default one for `/v1/...`, the named one for `/v1/queues/{queue}...`);
+   * "any": any valid key; "public": no key at all (the pages).
+   */
+  scope: Scope | "any" | "public";
+  /**
+   * For a route about no one queue: "filtered" lets a key limited to some queues call it, and answers
+   * only those (the queue list, `/metrics`); "every" needs the scope on every queue (keys, the audit).
+   * Such a route has no `/v1/queues/{queue}/...` variant.
+   */
+  queues?: "filtered" | "every";
+  /** For a `manage` route: the fields of its answer that its audit entry records (never a secret). */
+  audit?: readonly string[];
   request?: {
     params?: ObjectSchema;
     query?: ObjectSchema;
@@ -74,16 +86,19 @@ export type RouteHandler<R extends RouteSpec> = Handler<AppEnv, string, RouteInp
 
 /**
  * A queue's own path for an API route (`/v1/claims` → `/v1/queues/{queue}/claims`); undefined for
- * what is not about one queue (the pages, `/v1/queues` itself). `/v1/...` is the default queue's.
+ * what is not about one queue (the pages, `/v1/queues` itself, keys). `/v1/...` is the default queue's.
  */
-export function scopedPath(path: string): `/${string}` | undefined {
-  return path.startsWith("/v1/") && !path.startsWith("/v1/queues") ? `/v1/queues/{queue}${path.slice(3)}` : undefined;
+export function scopedPath(route: Pick<RouteSpec, "path" | "queues">): `/${string}` | undefined {
+  const { path } = route;
+  return path.startsWith("/v1/") && !path.startsWith("/v1/queues") && route.queues === undefined
+    ? `/v1/queues/{queue}${path.slice(3)}`
+    : undefined;
 }
 
 /** Mounts `route` on `app`, and its queue's variant (`scopedPath`): its validation, then `handler`. */
 export function handle<R extends RouteSpec>(app: Hono<AppEnv>, route: R, handler: RouteHandler<R>): void {
   app.on(route.method.toUpperCase(), honoPath(route.path), validate(route, route.path), handler as Handler<AppEnv>);
-  const scoped = scopedPath(route.path);
+  const scoped = scopedPath(route);
   if (scoped !== undefined) {
     app.on(route.method.toUpperCase(), honoPath(scoped), validate(route, scoped), handler as Handler<AppEnv>);
   }

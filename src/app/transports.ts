@@ -5,6 +5,7 @@
  * Worker without the Durable Object). Neither touches the network until a request needs the database.
  */
 import type { Database } from "../core/databases.js";
+import { lazyKeyStore } from "../core/keys.js";
 import { catalogStoreOf } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { TransportFactory } from "./context.js";
@@ -37,6 +38,7 @@ export function sharedTransports(): TransportFactory {
       await open(config, db);
     },
     catalogStore: async () => catalogStoreOf(await open(config, config.database)),
+    keys: () => lazyKeyStore(() => open(config, config.database)),
     waits: { mode: "dispatch", recheckMs: config.recheckMs },
   });
 }
@@ -74,6 +76,7 @@ export function perRequestTransports(): TransportFactory {
         await once(db);
       },
       catalogStore: async () => catalogStoreOf(await once(config.database)),
+      keys: () => lazyKeyStore(() => once(config.database)),
       waits: { mode: "poll" },
     };
   };

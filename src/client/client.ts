@@ -15,8 +15,10 @@ import type { Span } from "@opentelemetry/api";
 import { nodeFetch } from "../core/node-fetch.js";
 import { consumed, traced, traceparentOf } from "../core/telemetry.js";
 import type {
+  ApiKey,
   DeadLetter,
   GroupInfo,
+  KeyGrant,
   Lease,
   NackResult,
   PublishInput,
@@ -43,9 +45,11 @@ import type {
   FetchLike,
   PublishCallOptions,
 } from "./options.js";
+import { Audit, type AuditOptions, type AuditPage } from "./resources/audit.js";
 import { Claims } from "./resources/claims.js";
 import { DeadLetters } from "./resources/dead-letters.js";
 import { Inspect } from "./resources/inspect.js";
+import { type CreatedKey, type KeyInput, Keys } from "./resources/keys.js";
 import { Leases } from "./resources/leases.js";
 import { Messages } from "./resources/messages.js";
 import { type ListedQueue, Queues, type QueueWithStats, queueSegment } from "./resources/queues.js";
@@ -67,6 +71,8 @@ export class QueueClient {
   readonly #deadLetters: DeadLetters;
   readonly #subscriptions: Subscriptions;
   readonly #queues: Queues;
+  readonly #keys: Keys;
+  readonly #audit: Audit;
   readonly #options: ClientOptions;
 
   constructor(options: ClientOptions) {
@@ -117,6 +123,8 @@ export class QueueClient {
     this.#leases = new Leases(engine, features, acks, this.#inspect, this.#deadLetters);
     this.#subscriptions = new Subscriptions(engine);
     this.#queues = new Queues(engine);
+    this.#keys = new Keys(engine);
+    this.#audit = new Audit(engine);
   }
 
   /** A client of the named queue `name`, with this client's options (`default`: the default queue). */
@@ -297,8 +305,14 @@ export class QueueClient {
 
   // push subscriptions
 
-  /** Creates or updates a push subscription; answers it with its `signingSecret` (kept on update). */
-  subscribe(name: string, options: SubscriptionInput & CallOptions): Promise<Subscription & { signingSecret: string }> {
+  /**
+   * Creates or updates a push subscription; answers it with its `signingSecret` (kept on update), and
+   * during a rotation (`rotateSecret`) its `nextSigningSecret`.
+   */
+  subscribe(
+    name: string,
+    options: SubscriptionInput & CallOptions,
+  ): Promise<Subscription & { signingSecret: string; nextSigningSecret: string | undefined }> {
     return this.#subscriptions.subscribe(name, options);
   }
 
@@ -337,6 +351,36 @@ export class QueueClient {
   /** Deletes a queue and its databases; refused (QUEUE_NOT_EMPTY) while it holds messages unless `force`. False when there was none. */
   deleteQueue(name: string, options: { force?: boolean } & CallOptions = {}): Promise<boolean> {
     return this.#queues.delete(name, options);
+  }
+
+  // keys and the audit (everyone's, whatever queue this client serves)
+
+  /**
+   * Makes a key with `scopes` (on `queues`, or every queue; for `expiresIn` seconds, or until
+   * revoked). Answers its secret (`key`) this once. Needs `manage` on every queue.
+   */
+  createKey(input: KeyInput & CallOptions): Promise<CreatedKey> {
+    return this.#keys.create(input);
+  }
+
+  /** Every key made through the API, without secrets. */
+  keys(options: CallOptions = {}): Promise<ApiKey[]> {
+    return this.#keys.list(options);
+  }
+
+  /** Revokes a key (it stops working within seconds everywhere); false when there was none. */
+  revokeKey(id: string, options: CallOptions = {}): Promise<boolean> {
+    return this.#keys.revoke(id, options);
+  }
+
+  /** Who this client's key is, and what it may do. */
+  whoami(options: CallOptions = {}): Promise<KeyGrant> {
+    return this.#keys.whoami(options);
+  }
+
+  /** A page of the audit of `manage` actions, newest first: pass `nextBefore` as `before` for the next. */
+  audit(options: AuditOptions = {}): Promise<AuditPage> {
+    return this.#audit.page(options);
   }
 }
 

@@ -51,6 +51,9 @@ export interface EngineOptions {
   queue?: string | undefined;
 }
 
+/** Paths about no one queue: the same whatever queue a client serves. */
+const EVERYONES = /^\/v1\/(?:queues|keys|audit|whoami)(?:[/?]|$)/;
+
 /** Pauses between attempts when the server names none (ms), jittered so that clients do not retry in step. */
 const RETRY: Backoff = { initial: 100, max: 2_000, jitter: "half" };
 
@@ -64,9 +67,9 @@ export class Engine {
     this.#prefix = options.queue === undefined ? undefined : `/v1/queues/${encodeURIComponent(options.queue)}/`;
   }
 
-  /** A resource's path in this client's queue (the catalog's own paths, `/v1/queues...`, are everyone's). */
+  /** A resource's path in this client's queue (the catalog's `/v1/queues...`, keys and the audit are everyone's). */
   #pathOf(path: string): string {
-    return this.#prefix === undefined || path.startsWith("/v1/queues") ? path : path.replace(/^\/v1\//, this.#prefix);
+    return this.#prefix === undefined || EVERYONES.test(path) ? path : path.replace(/^\/v1\//, this.#prefix);
   }
 
   /** A GET: read-only, so always safe to send again. */

@@ -24,8 +24,11 @@ export { pushDeliveryFromWire as leaseOfDelivery } from "../contract/wire.js";
 export type { QueueErrorCode } from "../core/errors.js";
 export { QueueError } from "../core/errors.js";
 export type {
+  ApiKey,
+  AuditEntry,
   DeadLetter,
   GroupInfo,
+  KeyGrant,
   Lease,
   NackResult,
   PublishInput,
@@ -40,6 +43,7 @@ export type {
   /** The settings of `subscribe()` (the name it had before it became the library's `SubscriptionInput`). */
   SubscriptionInput as SubscriptionOptions,
 } from "../core/types.js";
+export type { Scope } from "../rules.js";
 export { createClient, QueueClient } from "./client.js";
 export type { HttpErrorCode } from "./http-errors.js";
 export { QueueHttpError } from "./http-errors.js";
@@ -51,3 +55,5 @@ export type {
   FetchLike,
   PublishCallOptions,
 } from "./options.js";
+export type { AuditOptions, AuditPage } from "./resources/audit.js";
+export type { CreatedKey, KeyInput } from "./resources/keys.js";

@@ -244,6 +244,12 @@ export const SubscriptionAnswer = v.object({
       "The HMAC-SHA256 key of each delivery's `Turso-Queue-Signature` header (hex). Drawn when the subscription is created, kept when it is updated.",
     ),
   ),
+  next_signing_secret: v.pipe(
+    v.nullable(v.string()),
+    v.description(
+      "During a rotation (`rotate_secret`), the next secret: each delivery carries a `v1` signature for each; null otherwise.",
+    ),
+  ),
 });
 
 export const SubscriptionList = v.object({

@@ -187,6 +187,14 @@ export const SubscriptionPath = object({
   ),
 });
 
+/** A push subscription's signing secret, when the caller sets one. */
+const signingSecret = v.pipe(
+  v.string(ruleMessage(signingSecretProblem)),
+  ruleCheck<string>(signingSecretProblem),
+  v.minLength(SIGNING_SECRET.minLength),
+  v.maxLength(SIGNING_SECRET.maxLength),
+);
+
 export const SubscriptionBody = object({
   url: v.pipe(
     v.string(ruleMessage(pushUrlProblem)),
@@ -211,12 +219,25 @@ export const SubscriptionBody = object({
   ),
   signing_secret: v.optional(
     v.pipe(
-      v.string(ruleMessage(signingSecretProblem)),
-      ruleCheck<string>(signingSecretProblem),
-      v.minLength(SIGNING_SECRET.minLength),
-      v.maxLength(SIGNING_SECRET.maxLength),
+      signingSecret,
       v.description(
-        `Sets the signing secret (${SIGNING_SECRET.minLength} to ${SIGNING_SECRET.maxLength} visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.`,
+        `Sets the signing secret (${SIGNING_SECRET.minLength} to ${SIGNING_SECRET.maxLength} visible ASCII characters) instead of keeping the current one or drawing one: to give several subscriptions one secret. Absent: drawn at creation, kept on update. Setting it ends a rotation.`,
+      ),
+    ),
+  ),
+  rotate_secret: v.optional(
+    v.pipe(
+      v.picklist(["start", "finish"], 'must be "start" or "finish"'),
+      v.description(
+        '`"start"`: draws a next signing secret (answered as `next_signing_secret`; starting again keeps it), and from then on every delivery is signed with both, so that a consumer holding either verifies it. `"finish"`: the next secret becomes the secret, and deliveries are signed with it alone. Not with `signing_secret` or `next_signing_secret`.',
+      ),
+    ),
+  ),
+  next_signing_secret: v.optional(
+    v.pipe(
+      v.nullable(signingSecret),
+      v.description(
+        "Sets the next signing secret (a rotation with a secret of your own; null ends a rotation). Not with `rotate_secret`.",
       ),
     ),
   ),

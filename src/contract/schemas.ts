@@ -6,4 +6,5 @@
  */
 export * from "./answers.js";
 export * from "./errors.js";
+export * from "./keys.js";
 export * from "./requests.js";

@@ -16,23 +16,37 @@ async function hmacHex(secret: string, text: string): Promise<string> {
   return toHex(await crypto.subtle.sign("HMAC", key, encoder.encode(text)));
 }
 
-/** The header value for `rawBody`, signed at `t` (unix seconds, default now). */
-export async function signPayload(secret: string, rawBody: string, t = Math.floor(Date.now() / 1000)): Promise<string> {
-  return `t=${t},v1=${await hmacHex(secret, `${t}.${rawBody}`)}`;
+/**
+ * The header value for `rawBody`, signed at `t` (unix seconds, default now). With several secrets
+ * (a subscription's secret and, during its rotation, the next one) it carries one `v1` per secret,
+ * so that a consumer holding either verifies it.
+ */
+export async function signPayload(
+  secret: string | readonly string[],
+  rawBody: string,
+  t = Math.floor(Date.now() / 1000),
+): Promise<string> {
+  const secrets = typeof secret === "string" ? [secret] : secret;
+  const sigs = await Promise.all(secrets.map((s) => hmacHex(s, `${t}.${rawBody}`)));
+  return `t=${t},${sigs.map((v) => `v1=${v}`).join(",")}`;
 }
 
 /**
  * True when `header` signs `rawBody` (the bytes as received, before parsing) with `secret`, within
  * `toleranceSeconds` (default 300) of now. A malformed header, a stale or future timestamp, a wrong
- * secret or a changed body: false.
+ * secret or a changed body: false. While you switch to a subscription's next secret, pass both
+ * (`[current, next]`): either one verifies.
  */
 export async function verifySignature(
-  secret: string,
+  secret: string | readonly string[],
   header: string | null | undefined,
   rawBody: string,
   options: { toleranceSeconds?: number; now?: number } = {},
 ): Promise<boolean> {
-  if (typeof header !== "string" || typeof secret !== "string" || secret === "") return false;
+  const secrets = (typeof secret === "string" ? [secret] : Array.isArray(secret) ? secret : []).filter(
+    (x): x is string => typeof x === "string" && x !== "",
+  );
+  if (typeof header !== "string" || secrets.length === 0) return false;
   const parts = new Map<string, string[]>();
   for (const item of header.split(",")) {
     const eq = item.indexOf("=");
@@ -46,8 +60,11 @@ export async function verifySignature(
   const ts = Number(t[0]);
   const now = options.now ?? Math.floor(Date.now() / 1000);
   if (Math.abs(now - ts) > (options.toleranceSeconds ?? 300)) return false;
-  const expected = await hmacHex(secret, `${ts}.${rawBody}`);
-  return sigs.some((s) => constantTimeEqual(s, expected));
+  for (const one of secrets) {
+    const expected = await hmacHex(one, `${ts}.${rawBody}`);
+    if (sigs.some((s) => constantTimeEqual(s, expected))) return true;
+  }
+  return false;
 }
 
 function constantTimeEqual(a: string, b: string): boolean {

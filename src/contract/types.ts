@@ -60,6 +60,15 @@ export type QueueAnswer = InferOutput<typeof s.QueueAnswer>;
 export type QueueWithStats = InferOutput<typeof s.QueueWithStats>;
 export type QueueListItem = InferOutput<typeof s.QueueListItem>;
 export type QueueList = InferOutput<typeof s.QueueList>;
+export type KeyRequest = InferInput<typeof s.KeyBody>;
+export type Key = InferOutput<typeof s.Key>;
+export type KeyList = InferOutput<typeof s.KeyList>;
+export type KeyCreated = InferOutput<typeof s.KeyCreated>;
+export type WhoAmI = InferOutput<typeof s.WhoAmI>;
+/** Query parameters of `GET /v1/audit`. */
+export type AuditQuery = InferInput<typeof s.AuditQuery>;
+export type AuditEntry = InferOutput<typeof s.AuditEntry>;
+export type AuditPage = InferOutput<typeof s.AuditPage>;
 /** What a push subscription's consumer receives: the body of each POST to its URL. */
 export type PushDelivery = InferOutput<typeof s.PushDelivery>;
 /** Every error: `{ "error": { "code", "message" } }`. */

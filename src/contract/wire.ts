@@ -5,8 +5,11 @@
  * bundle stays free of valibot and Hono.
  */
 import type {
+  ApiKey,
+  AuditEntry,
   DeadLetter,
   GroupInfo,
+  KeyGrant,
   Lease,
   PublishInput,
   QueueDescription,
@@ -259,6 +262,8 @@ export function subscriptionInputToWire(s: SubscriptionInput): W.SubscriptionReq
   if (s.maxInFlight !== undefined) out.max_in_flight = s.maxInFlight;
   if (s.visibility !== undefined) out.visibility = s.visibility;
   if (s.signingSecret !== undefined) out.signing_secret = s.signingSecret;
+  if (s.rotateSecret !== undefined) out.rotate_secret = s.rotateSecret;
+  if (s.nextSigningSecret !== undefined) out.next_signing_secret = s.nextSigningSecret;
   return out;
 }
 
@@ -268,6 +273,8 @@ export const subscriptionInputFromWire = (w: W.SubscriptionRequest): Subscriptio
   maxInFlight: w.max_in_flight,
   visibility: w.visibility,
   signingSecret: w.signing_secret,
+  rotateSecret: w.rotate_secret,
+  nextSigningSecret: w.next_signing_secret,
 });
 
 /** The default queue has no creation time (null on the wire, 0 in the library). */
@@ -294,3 +301,59 @@ export const pushDeliveryToWire = (l: Lease, subscription: string): W.PushDelive
 /** A delivery's lease, to ack, nack or extend through the client (the subscription is its worker). */
 export const pushDeliveryFromWire = <E>(w: W.PushDelivery): Lease<E> =>
   leaseFromWire<E>(w, pushWorkerId(w.subscription));
+
+export const keyToWire = (k: ApiKey): W.Key => ({
+  id: k.id,
+  name: k.name,
+  scopes: k.scopes,
+  queues: k.queues ?? null,
+  created_at: k.createdAt,
+  created_by: k.createdBy,
+  expires_at: k.expiresAt ?? null,
+  last_used_at: k.lastUsedAt ?? null,
+});
+
+export const keyFromWire = (w: W.Key): ApiKey => ({
+  id: w.id,
+  name: w.name,
+  scopes: w.scopes,
+  queues: w.queues ?? undefined,
+  createdAt: w.created_at,
+  createdBy: w.created_by,
+  expiresAt: w.expires_at ?? undefined,
+  lastUsedAt: w.last_used_at ?? undefined,
+});
+
+export const grantToWire = (g: KeyGrant): W.WhoAmI => ({
+  id: g.id,
+  kind: g.kind,
+  scopes: g.scopes,
+  queues: g.queues ?? null,
+  expires_at: g.expiresAt ?? null,
+});
+
+export const grantFromWire = (w: W.WhoAmI): KeyGrant => ({
+  id: w.id,
+  kind: w.kind,
+  scopes: w.scopes,
+  queues: w.queues ?? undefined,
+  expiresAt: w.expires_at ?? undefined,
+});
+
+export const auditEntryToWire = (e: AuditEntry): W.AuditEntry => ({
+  id: e.id,
+  at: e.at,
+  key_id: e.keyId,
+  action: e.action,
+  queue: e.queue ?? null,
+  detail: e.detail ?? null,
+});
+
+export const auditEntryFromWire = (w: W.AuditEntry): AuditEntry => ({
+  id: w.id,
+  at: w.at,
+  keyId: w.key_id,
+  action: w.action,
+  queue: w.queue ?? undefined,
+  detail: w.detail ?? undefined,
+});

@@ -16,6 +16,8 @@ export type QueueErrorCode =
   | "QUEUE_NOT_FOUND"
   /** The queue still holds messages or dead letters: deleting it would drop them (unless forced). */
   | "QUEUE_NOT_EMPTY"
+  /** A deployment holds as many keys as it may (rules.ts KEYS.max): revoke some first. */
+  | "KEY_LIMIT"
   /** An idempotency key was reused for a different request. */
   | "IDEMPOTENCY_CONFLICT"
   /** The database stayed locked (SQLITE_BUSY) through every retry. Nothing was applied. */

@@ -12,7 +12,14 @@
  * order: make a new queue and drain the old one. Deleting a queue that holds messages or dead
  * letters is refused unless forced.
  */
-import { DEFAULT_QUEUE, locationHintProblem, MAX_SHARDS, queueNameProblem, shardDatabaseName } from "../rules.js";
+import {
+  DEFAULT_QUEUE,
+  locationHintProblem,
+  MAX_SHARDS,
+  queueAllowed,
+  queueNameProblem,
+  shardDatabaseName,
+} from "../rules.js";
 import type { Database, DatabaseProvider } from "./databases.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { internalsOf } from "./internals.js";
@@ -161,11 +168,12 @@ export class QueueCatalog {
   }
 
   /**
-   * Every queue with its counts (each shard's stats, added up). A queue whose databases cannot be
-   * reached is listed with the error instead: one unreachable queue hides no other.
+   * Every queue with its counts (each shard's stats, added up); only those `patterns` allow, when
+   * given (a key's queues). A queue whose databases cannot be reached is listed with the error
+   * instead: one unreachable queue hides no other.
    */
-  async listWithCounts(): Promise<QueueWithCounts[]> {
-    const queues = await this.list();
+  async listWithCounts(patterns?: readonly string[]): Promise<QueueWithCounts[]> {
+    const queues = (await this.list()).filter((q) => queueAllowed(patterns, q.name));
     return Promise.all(
       queues.map(async (info): Promise<QueueWithCounts> => {
         let q: ResolvedQueue = { ...info, databases: [] };

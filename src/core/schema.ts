@@ -166,6 +166,35 @@ const V6_STEPS = [
 ];
 
 /**
+ * Version 7: keys made through the API (`tq_keys`: a SHA-256 of each secret, never the secret), the
+ * audit of `manage` actions (`tq_audit`, the last AUDIT.retention entries), both in the default
+ * queue's database and empty elsewhere; and a push subscription's next signing secret while its
+ * secret rotates (`tq_subscriptions.next_secret`).
+ */
+const KEYS_OBJECTS = [
+  `CREATE TABLE IF NOT EXISTS tq_keys (
+  id           TEXT PRIMARY KEY,
+  name         TEXT NOT NULL,
+  hash         TEXT NOT NULL,
+  scopes       TEXT NOT NULL,
+  queues       TEXT,
+  created_at   REAL NOT NULL,
+  created_by   TEXT NOT NULL,
+  expires_at   REAL,
+  last_used_at REAL
+) WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS tq_audit (
+  id      INTEGER PRIMARY KEY,
+  at      REAL NOT NULL,
+  key_id  TEXT NOT NULL,
+  action  TEXT NOT NULL,
+  queue   TEXT,
+  detail  TEXT
+)`,
+  "ALTER TABLE tq_subscriptions ADD COLUMN next_secret TEXT",
+];
+
+/**
  * Version 1 kept leases in `tq_deliveries` (one row per leased message), walked every group in
  * round-robin order, and stored every idempotency key with an expiry. Its leases stay valid: a
  * lease id is `<seq>.<token>` in both versions.
@@ -203,6 +232,7 @@ const VERSIONS: Array<{ version: number; steps: string[] }> = [
   { version: 4, steps: [...V4_OBJECTS] },
   { version: 5, steps: [...V5_COLUMNS] },
   { version: 6, steps: [...V6_STEPS] },
+  { version: 7, steps: [...KEYS_OBJECTS] },
 ];
 
 export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;

@@ -48,7 +48,10 @@ export interface Shard {
   /** The samples its writer keeps (the HTTP client's, a writer's; a transport keeps none). */
   history?(): Promise<QueueHistory | undefined>;
   /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
-  subscribe?(name: string, input: SubscriptionInput): Promise<Subscription & { signingSecret: string }>;
+  subscribe?(
+    name: string,
+    input: SubscriptionInput,
+  ): Promise<Subscription & { signingSecret: string; nextSigningSecret: string | undefined }>;
   subscriptions?(): Promise<Subscription[]>;
   unsubscribe?(name: string): Promise<boolean>;
   /** Set when the shard's claims may wait for a message (a long poll). */
@@ -222,7 +225,13 @@ export function subscriptionsOf(shard: Shard): ShardSubscriptions {
       put: async (name, input) => ({ ...(await subscribe.call(shard, name, input)), createdAt: 0, updatedAt: 0 }),
       // The API lists no secrets.
       list: async () =>
-        (await subscriptions.call(shard)).map((s) => ({ ...s, signingSecret: "", createdAt: 0, updatedAt: 0 })),
+        (await subscriptions.call(shard)).map((s) => ({
+          ...s,
+          signingSecret: "",
+          nextSigningSecret: undefined,
+          createdAt: 0,
+          updatedAt: 0,
+        })),
       delete: (name) => unsubscribe.call(shard, name),
     };
   }

@@ -359,7 +359,12 @@ export class ShardedQueue {
   async putSubscription(name: string, input: SubscriptionInput): Promise<StoredSubscription> {
     const [first, ...rest] = this.#shards.map(subscriptionsOf);
     const made = await (first as ShardSubscriptions).put(name, input);
-    const same = { ...input, signingSecret: made.signingSecret };
+    const same = {
+      ...input,
+      rotateSecret: undefined,
+      signingSecret: made.signingSecret,
+      nextSigningSecret: made.nextSigningSecret ?? null,
+    };
     await Promise.all(rest.map((s) => s.put(name, same)));
     return made;
   }

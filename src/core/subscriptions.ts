@@ -33,6 +33,18 @@ export function checkSubscription(name: unknown, input: SubscriptionInput): Subs
     const p = signingSecretProblem(input.signingSecret);
     if (p !== undefined) throw invalid("signingSecret", p);
   }
+  if (input.nextSigningSecret !== undefined && input.nextSigningSecret !== null) {
+    const p = signingSecretProblem(input.nextSigningSecret);
+    if (p !== undefined) throw invalid("nextSigningSecret", p);
+  }
+  if (input.rotateSecret !== undefined) {
+    if (input.rotateSecret !== "start" && input.rotateSecret !== "finish") {
+      throw invalid("rotateSecret", `must be "start" or "finish", got ${JSON.stringify(input.rotateSecret)}`);
+    }
+    if (input.signingSecret !== undefined || input.nextSigningSecret !== undefined) {
+      throw invalid("rotateSecret", "cannot be given with signingSecret or nextSigningSecret");
+    }
+  }
   return {
     name: checkSubscriptionName("name", name),
     url: input.url,
@@ -64,6 +76,13 @@ export async function putSubscription(
     checkSubscription(name, input),
     input.signingSecret ?? randomToken() + randomToken(),
     input.signingSecret !== undefined,
+    input.nextSigningSecret !== undefined
+      ? { mode: "set", next: input.nextSigningSecret }
+      : input.rotateSecret === "start"
+        ? { mode: "start", next: randomToken() + randomToken() }
+        : input.rotateSecret === "finish"
+          ? { mode: "finish" }
+          : { mode: "keep" },
   );
   const s = await internals.conn.writes.submit({ ...plan, idempotent: true });
   internals.subscriptionsChanged();

@@ -1,4 +1,6 @@
 /** The library's public shapes, apart from the transport that produces them. */
+
+import type { Scope } from "../rules.js";
 import type { QueueError } from "./errors.js";
 
 export interface Lease<E = unknown> {
@@ -192,4 +194,55 @@ export interface SubscriptionInput {
   visibility?: number | undefined;
   /** The signing secret to use (16-256 visible ASCII); absent: drawn at creation, kept on update. */
   signingSecret?: string | undefined;
+  /**
+   * Rotates the signing secret: "start" draws a next one (kept until finished), and deliveries are
+   * signed with both; "finish" makes the next one the secret.
+   */
+  rotateSecret?: "start" | "finish" | undefined;
+  /** Sets the next secret (16-256 visible ASCII) instead of drawing one; null ends a rotation. */
+  nextSigningSecret?: string | null | undefined;
+}
+
+/** A key made through the API, as listed: its secret is never kept (only a hash of it). */
+export interface ApiKey {
+  /** 16 hex digits: the part after `tq_` of the key; not a secret. */
+  id: string;
+  name: string;
+  scopes: Scope[];
+  /** Queue names and `prefix*` patterns it may touch; undefined: every queue. */
+  queues: string[] | undefined;
+  /** Epoch seconds. */
+  createdAt: number;
+  /** The key that made it: `root`, a key's id, or `jwt:<sub>`. */
+  createdBy: string;
+  /** Epoch seconds; undefined: until revoked. */
+  expiresAt: number | undefined;
+  /** Epoch seconds (to within a minute); undefined: never used. */
+  lastUsedAt: number | undefined;
+}
+
+/** Who a key or token is, and what it may do (the API's `GET /v1/whoami`). */
+export interface KeyGrant {
+  /** `root`, `root:next`, a key's id, or `jwt:<sub>`. */
+  id: string;
+  kind: "root" | "key" | "jwt";
+  scopes: Scope[];
+  /** Undefined: every queue. */
+  queues: string[] | undefined;
+  /** Epoch seconds; undefined: never. */
+  expiresAt: number | undefined;
+}
+
+/** One `manage` action, as the audit records it. */
+export interface AuditEntry {
+  /** Grows with each entry. */
+  id: number;
+  /** Epoch seconds, the database's clock. */
+  at: number;
+  /** Who did it: `root`, `root:next`, a key's id, or `jwt:<sub>`. */
+  keyId: string;
+  /** The API operation: `purge`, `createKey`, `deleteQueue`, ... */
+  action: string;
+  queue: string | undefined;
+  detail: Record<string, unknown> | undefined;
 }

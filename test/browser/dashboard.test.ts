@@ -76,7 +76,7 @@ describe("the dashboard", () => {
 
     await page.fill("#token", "not-the-token-at-all");
     await page.click("#login button[type=submit]");
-    await page.locator("#login-error").filter({ hasText: "refused this token (401)" }).waitFor();
+    await page.locator("#login-error").filter({ hasText: "refused this key (401)" }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem("turso-queue-token"))).toBe(null);
     expect(await page.locator("#board").isHidden()).toBe(true);
 
@@ -192,7 +192,7 @@ describe("the dashboard", () => {
   it("a token that stops working sends the page back to the form with a message", async () => {
     await page.evaluate(() => sessionStorage.setItem("turso-queue-token", "revoked-token-0123456789"));
     await page.click("#refresh");
-    await page.locator("#login-error").filter({ hasText: "refused this token (401)" }).waitFor();
+    await page.locator("#login-error").filter({ hasText: "refused this key (401)" }).waitFor();
     expect(await page.locator("#board").isHidden()).toBe(true);
     expect(await page.evaluate(() => sessionStorage.getItem("turso-queue-token"))).toBe(null);
   });

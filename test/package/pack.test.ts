@@ -72,6 +72,17 @@ async function node(args: string[], env: Record<string, string> = {}): Promise<s
   }
 }
 
+/** A Worker under `wrangler dev` whose named queues are namespaces of the shared sqld. */
+async function namespacesWorker(): Promise<RunningWorker> {
+  const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+  await provider.create("default");
+  return startWorker({
+    databaseUrl: inject("nsSqldUrl"),
+    queueToken: QUEUE_TOKEN,
+    vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
+  });
+}
+
 /**
  * Runs a consumer script until it has logged `count` handled messages (`<group> #<seq> attempt <n>: ...`),
  * then stops it with SIGTERM; it must exit 0 with nothing on stderr. Returns its output lines.
@@ -478,13 +489,7 @@ console.log(JSON.stringify(answers));
   });
 
   it("the README's named and sharded queues example runs as written against a Worker on sqld namespaces", async () => {
-    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
-    await provider.create("default");
-    const nsWorker = await startWorker({
-      databaseUrl: inject("nsSqldUrl"),
-      queueToken: QUEUE_TOKEN,
-      vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: inject("nsAdminUrl") },
-    });
+    const nsWorker = await namespacesWorker();
     try {
       writeFileSync(join(app, "queues.mjs"), readmeExample("queues.mjs"));
       const lines = (await node(["queues.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");
@@ -506,6 +511,30 @@ console.log(JSON.stringify(answers));
       const api = `${nsWorker.url}/v1/queues`;
       const auth = { authorization: `Bearer ${QUEUE_TOKEN}` };
       for (const q of ["emails", "billing"]) await fetch(`${api}/${q}?force=true`, { method: "DELETE", headers: auth });
+      await nsWorker.stop();
+    }
+  });
+
+  it("docs/deploying.md's keys example runs as written: each key does what it may, and is refused the rest", async () => {
+    const nsWorker = await namespacesWorker();
+    try {
+      writeFileSync(join(app, "keys.mjs"), readmeExample("keys.mjs"));
+      const lines = (await node(["keys.mjs"], { QUEUE_URL: nsWorker.url, QUEUE_TOKEN })).trim().split("\n");
+      expect(lines).toEqual([
+        expect.stringMatching(/^worker handled customer-7 #[0-9]+$/),
+        "function claims: 403 FORBIDDEN",
+        "function publishes to another queue: 403 FORBIDDEN",
+        "worker purges: 403 FORBIDDEN",
+        "prometheus scrapes: 200",
+      ]);
+      const orders = await LibsqlTransport.create(inject("nsSqldUrl"), { namespace: "orders" });
+      expect(await orders.stats()).toMatchObject({ ready: 0, inFlight: 0, groups: 0 });
+      orders.close();
+    } finally {
+      await fetch(`${nsWorker.url}/v1/queues/orders?force=true`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${QUEUE_TOKEN}` },
+      });
       await nsWorker.stop();
     }
   });

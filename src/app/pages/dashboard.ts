@@ -2,10 +2,13 @@
  * `GET /dashboard` and its script: the queues (a picker and their counts), then the chosen queue's
  * counters, its last hour in charts (src/app/pages/charts.ts), the groups worth watching (a group's
  * next messages, and its purge), the dead letters (redrive, delete) and the push subscriptions,
- * refreshed in place. It reads and writes only through the `/v1` API with the bearer token
- * a person types in; the token stays in this tab's sessionStorage (never a URL, never a cookie).
+ * refreshed in place; with a key that may manage every queue, the keys (make one, its secret shown
+ * once; revoke one). It reads and writes only through the `/v1` API with the key a person types in,
+ * and offers only what that key may do (`GET /v1/whoami`); the key stays in this tab's
+ * sessionStorage (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
+import { queueAllowed, SCOPES } from "../../rules.js";
 import { CHARTS_JS } from "./charts.js";
 import { esc, page } from "./html.js";
 
@@ -13,13 +16,14 @@ export const dashboardHtml = (base: string) =>
   page(
     "turso-queue dashboard",
     `<header><h1>turso-queue <small>dashboard</small></h1>
-<nav class="links"><a href="${esc(base)}/docs">API docs</a><button id="signout" type="button" hidden>Forget token</button></nav></header>
+<nav class="links"><a href="${esc(base)}/docs">API docs</a><span id="whoami" hidden></span><button id="signout" type="button" hidden>Forget key</button></nav></header>
 <div class="dash">
 <form id="login" class="login" hidden>
-  <h2>Bearer token</h2>
-  <p>The API's token (the Worker's <code>QUEUE_TOKEN</code>; <code>npm start</code> prints the local one).
+  <h2>Key</h2>
+  <p>A key with the <code>read</code> scope (<code>manage</code> to act on the queue and its keys), or the Worker's
+  root key <code>QUEUE_TOKEN</code> (<code>npm start</code> prints the local one).
   It stays in this browser tab only (sessionStorage) and is sent to this Worker's <code>/v1</code> API, nowhere else.</p>
-  <p><input id="token" name="token" type="password" autocomplete="off" required aria-label="Bearer token">
+  <p><input id="token" name="token" type="password" autocomplete="off" required aria-label="Key">
   <button type="submit">Open</button></p>
   <p id="login-error" class="error" role="alert"></p>
 </form>
@@ -65,6 +69,24 @@ ${[
   <h2>Push subscriptions</h2>
   <table id="subscriptions"><thead><tr><th>name</th><th>url</th><th>min priority</th><th>max in flight</th><th>visibility</th></tr></thead><tbody></tbody></table>
   <p id="subscriptions-empty" class="empty" hidden>No subscriptions: consumers pull (see the API docs, PUT /v1/subscriptions/{name}, to push).</p>
+  <section id="keys-panel" hidden aria-label="Keys">
+    <h2>Keys</h2>
+    <table id="keys"><thead><tr><th>name</th><th>id</th><th>scopes</th><th>queues</th><th>made</th><th>expires</th><th>last used</th><th></th></tr></thead><tbody></tbody></table>
+    <p id="keys-empty" class="empty" hidden>No keys yet: every client uses the root key.</p>
+    <form id="new-key-form" class="key-form">
+      <h3>Make a key</h3>
+      <p><label>name <input id="key-name" type="text" required maxlength="64" placeholder="checkout function"></label></p>
+      <p>scopes ${SCOPES.map((sc) => `<label><input type="checkbox" name="scope" value="${sc}"> ${sc}</label>`).join(" ")}</p>
+      <p><label>queues <input id="key-queues" type="text" placeholder="every queue (or: billing, tenant-*)"></label></p>
+      <p><label>expires after <input id="key-days" type="number" min="1" step="1" placeholder="never"> days</label></p>
+      <p><button type="submit">Make the key</button> <span id="key-error" class="error" role="alert"></span></p>
+    </form>
+    <div id="new-key" class="new-key" hidden role="status">
+      <p>The new key, shown this once (only a hash of it is kept): copy it now.</p>
+      <pre id="new-key-secret"></pre>
+      <p><button id="new-key-done" type="button">I have copied it</button></p>
+    </div>
+  </section>
 </div>
 <noscript><p class="error">The dashboard needs JavaScript.</p></noscript>
 </div>`,
@@ -97,6 +119,11 @@ ${CHARTS_JS}
   let shownGroup = null;
 
   const token = () => sessionStorage.getItem(KEY);
+  // What the key may do (GET /v1/whoami), asked once per key: only what it may do is offered.
+  let grant = null;
+  const queueAllowed = ${queueAllowed.toString()};
+  const can = (scope, q) =>
+    grant !== null && grant.scopes.includes(scope) && (q === undefined ? grant.queues === null : queueAllowed(grant.queues || undefined, q));
   // The queue shown: kept in this tab, like the token; "default" is the one /v1/... serves.
   const QUEUE_KEY = "turso-queue-queue";
   const queue = () => sessionStorage.getItem(QUEUE_KEY) || "default";
@@ -105,8 +132,11 @@ ${CHARTS_JS}
 
   class Unauthorized extends Error {}
 
-  async function api(path, method = "GET") {
-    const res = await fetch(BASE + path, { method, headers: { authorization: "Bearer " + token() }, cache: "no-store" });
+  async function api(path, method = "GET", json) {
+    const headers = { authorization: "Bearer " + token() };
+    if (json !== undefined) headers["content-type"] = "application/json";
+    const sent = json === undefined ? undefined : JSON.stringify(json);
+    const res = await fetch(BASE + path, { method, headers, body: sent, cache: "no-store" });
     const text = await res.text();
     let body = null;
     try {
@@ -123,6 +153,8 @@ ${CHARTS_JS}
 
   function showLogin(message) {
     clearInterval(timer);
+    grant = null;
+    $("whoami").hidden = true;
     $("board").hidden = true;
     $("signout").hidden = true;
     $("login").hidden = false;
@@ -229,6 +261,7 @@ ${CHARTS_JS}
     }
     $("group-empty").hidden = peek.messages.length > 0;
     $("purge").disabled = peek.messages.length === 0;
+    $("purge").hidden = !can("manage", queue());
   }
 
   async function purgeGroup() {
@@ -240,7 +273,7 @@ ${CHARTS_JS}
       const answer = await api(groupPath(group), "DELETE");
       $("notice").textContent = "Purged " + answer.purged + " messages from group " + group + ".";
     } catch (e) {
-      if (e instanceof Unauthorized) return showLogin("The API refused this token (401). Check QUEUE_TOKEN.");
+      if (e instanceof Unauthorized) return showLogin("The API refused this key (401): " + e.message);
       $("problem").textContent = "Could not purge " + group + ": " + e.message;
     }
     await refresh();
@@ -259,7 +292,8 @@ ${CHARTS_JS}
       cell(row, d.reason);
       cell(row, time(d.dead_at));
       const actions = cell(row, "");
-      for (const [action, label] of [["redrive", "Redrive"], ["delete", "Delete"]]) {
+      // Redrive and delete need the manage scope on this queue: not offered without it.
+      for (const [action, label] of can("manage", queue()) ? [["redrive", "Redrive"], ["delete", "Delete"]] : []) {
         const button = document.createElement("button");
         button.type = "button";
         button.textContent = label;
@@ -324,6 +358,66 @@ ${CHARTS_JS}
     select.value = queue();
   }
 
+  const shortTime = (epoch) => (epoch === null ? "never" : new Date(epoch * 1000).toLocaleString());
+
+  function renderKeys(list) {
+    const body = $("keys").querySelector("tbody");
+    body.replaceChildren();
+    for (const k of list.keys) {
+      const row = document.createElement("tr");
+      row.dataset.key = k.id;
+      cell(row, k.name);
+      cell(row, k.id);
+      cell(row, k.scopes.join(", "));
+      cell(row, k.queues === null ? "every queue" : k.queues.join(", "));
+      cell(row, shortTime(k.created_at));
+      cell(row, shortTime(k.expires_at));
+      cell(row, shortTime(k.last_used_at));
+      const revoke = document.createElement("button");
+      revoke.type = "button";
+      revoke.className = "danger";
+      revoke.textContent = "Revoke";
+      revoke.addEventListener("click", () => revokeKey(k, revoke));
+      cell(row, "").appendChild(revoke);
+      body.appendChild(row);
+    }
+    $("keys-empty").hidden = list.keys.length > 0;
+  }
+
+  async function revokeKey(k, button) {
+    if (!confirm("Revoke key " + k.name + " (" + k.id + ")? Whoever holds it is refused from now on.")) return;
+    button.disabled = true;
+    try {
+      await api("/v1/keys/" + encodeURIComponent(k.id), "DELETE");
+      $("notice").textContent = "Key " + k.name + " revoked.";
+    } catch (e) {
+      if (e instanceof Unauthorized) return showLogin("The API refused this key (401): " + e.message);
+      $("problem").textContent = "Could not revoke " + k.name + ": " + e.message;
+    }
+    await refresh();
+  }
+
+  async function makeKey(event) {
+    event.preventDefault();
+    const scopes = Array.from(document.querySelectorAll("input[name=scope]:checked"), (i) => i.value);
+    const queues = $("key-queues").value.split(",").map((q) => q.trim()).filter(Boolean);
+    const days = $("key-days").value.trim();
+    const request = { name: $("key-name").value.trim(), scopes };
+    if (queues.length > 0) request.queues = queues;
+    if (days !== "") request.expires_in = Math.round(Number(days) * 86400);
+    $("key-error").textContent = "";
+    try {
+      const made = await api("/v1/keys", "POST", request);
+      $("new-key-secret").textContent = made.key;
+      $("new-key").hidden = false;
+      $("new-key-form").reset();
+    } catch (e) {
+      if (e instanceof Unauthorized) return showLogin("The API refused this key (401): " + e.message);
+      $("key-error").textContent = e.message;
+    }
+    await refresh();
+  }
+
   function choose(name) {
     sessionStorage.setItem(QUEUE_KEY, name);
     shownGroup = null;
@@ -334,9 +428,23 @@ ${CHARTS_JS}
     if (loading || !token()) return;
     loading = true;
     try {
+      if (grant === null) {
+        grant = await api("/v1/whoami");
+        $("whoami").textContent = "key " + grant.id + ": " + grant.scopes.join(", ") + (grant.queues ? " on " + grant.queues.join(", ") : "");
+        $("whoami").hidden = false;
+      }
+      if (!grant.scopes.includes("read")) {
+        const has = grant.scopes.join(", ");
+        sessionStorage.removeItem(KEY);
+        showLogin("This key may not read queues (it has " + has + "): the dashboard needs a key with the read scope.");
+        return;
+      }
       const queues = await api("/v1/queues");
-      // A queue deleted meanwhile: back to the default one.
-      if (!queues.queues.some((q) => q.name === queue())) sessionStorage.removeItem(QUEUE_KEY);
+      // A queue deleted meanwhile, or one this key may not see: the first it may.
+      if (!queues.queues.some((q) => q.name === queue())) {
+        if (queues.queues.length > 0) sessionStorage.setItem(QUEUE_KEY, queues.queues[0].name);
+        else sessionStorage.removeItem(QUEUE_KEY);
+      }
       renderQueues(queues);
       const [stats, groups, dead, subs, history, peek] = await Promise.all([
         api(inQueue("/v1/stats")),
@@ -352,13 +460,16 @@ ${CHARTS_JS}
       renderSubscriptions(subs);
       renderGroups(groups.groups);
       renderDeadLetters(dead);
+      // Keys are everyone's: managed only with manage on every queue.
+      $("keys-panel").hidden = !can("manage");
+      if (can("manage")) renderKeys(await api("/v1/keys"));
       $("problem").textContent = "";
       $("updated").textContent = "updated " + new Date().toLocaleTimeString();
       if ($("board").hidden) showBoard();
     } catch (e) {
       if (e instanceof Unauthorized) {
         sessionStorage.removeItem(KEY);
-        showLogin("The API refused this token (401): " + e.message + ". Check QUEUE_TOKEN and try again.");
+        showLogin("The API refused this key (401): " + e.message + ". Check it and try again.");
       } else {
         $("problem").textContent = "Could not refresh: " + e.message;
       }
@@ -379,7 +490,7 @@ ${CHARTS_JS}
         $("notice").textContent = "Dead letter " + seq + " deleted.";
       }
     } catch (e) {
-      if (e instanceof Unauthorized) return showLogin("The API refused this token (401). Check QUEUE_TOKEN.");
+      if (e instanceof Unauthorized) return showLogin("The API refused this key (401): " + e.message);
       $("problem").textContent = "Could not " + action + " " + seq + ": " + e.message;
     }
     await refresh();
@@ -398,6 +509,11 @@ ${CHARTS_JS}
     showLogin("");
   });
   $("refresh").addEventListener("click", refresh);
+  $("new-key-form").addEventListener("submit", makeKey);
+  $("new-key-done").addEventListener("click", () => {
+    $("new-key-secret").textContent = "";
+    $("new-key").hidden = true;
+  });
   $("purge").addEventListener("click", purgeGroup);
   $("group-close").addEventListener("click", () => {
     shownGroup = null;

@@ -93,10 +93,14 @@ function operationHtml(method: string, path: string, op: Json): string {
       .join("");
     return `<div class="response ${isError ? "failure" : "ok"}"><h5>${esc(status)}</h5>${md(res.description)}${headers ? `<ul>${headers}</ul>` : ""}${isError ? "" : table(["field", "type", "", "meaning"], fieldRows(m?.schema as Schema))}${example(m?.example)}</div>`;
   });
+  const security = (op.security as Array<{ bearer?: string[] }> | undefined) ?? [];
+  const scope = security[0]?.bearer?.[0];
   const auth =
-    ((op.security as unknown[] | undefined) ?? []).length > 0
-      ? `<p class="auth">Needs <code>Authorization: Bearer &lt;QUEUE_TOKEN&gt;</code>.</p>`
-      : "";
+    security.length === 0
+      ? ""
+      : scope === undefined
+        ? `<p class="auth">Needs <code>Authorization: Bearer &lt;key&gt;</code> (any valid key).</p>`
+        : `<p class="auth">Needs <code>Authorization: Bearer &lt;key&gt;</code> with the <code>${esc(scope)}</code> scope.</p>`;
   return `<section class="op" id="${esc(String(op.operationId))}">
 <h3><span class="method ${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code></h3>
 <p class="summary">${esc(String(op.summary))}</p>${auth}${md(op.description)}

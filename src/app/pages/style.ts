@@ -68,5 +68,9 @@ form.login { max-width: 36rem; margin: 3rem auto; padding: 1.5rem; border: 1px s
 .series-delayed { stroke: var(--muted); color: var(--muted); } .series-dead_letters { stroke: var(--bad); color: var(--bad); }
 .series-published { stroke: var(--accent); color: var(--accent); } .series-acked { stroke: var(--ok); color: var(--ok); }
 .series-oldest_age { stroke: var(--warn); color: var(--warn); }
+.key-form { border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; margin: .5rem 0 1rem; }
+.key-form label { margin-right: .75rem; } .key-form input[type=text], .key-form input[type=number] { font: inherit;
+  padding: .25rem .4rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
+.new-key { border: 1px solid var(--ok); border-radius: 8px; padding: .5rem 1rem; }
 [hidden] { display: none !important; }
 `;

@@ -18,7 +18,7 @@ export const claim = defineRoute({
   summary: "Claim the next message (or up to `max`, in distinct groups)",
   description:
     "Leases the oldest message of the group claimed longest ago (never-claimed groups first) among groups with nothing in flight and a priority of at least `min_priority`. A group is skipped while one of its messages holds a live lease or is parked. Ack, nack or extend the lease before `expires_at`; a lapsed lease is delivered again. With `wait`, a claim that finds nothing is held until something can be leased or the wait is over (long poll). With `ack`, those leases are acked in the same database batch, before the claim.",
-  auth: true,
+  scope: "consume",
   request: { body: { schema: ClaimBody, required: true, example: { worker_id: "worker-1", visibility: 30 } } },
   responses: {
     200: {

@@ -15,7 +15,7 @@ export const listDeadLetters = defineRoute({
   tag: "Dead letters",
   summary: "List dead letters",
   description: "In seq order, a page at a time: pass `next_after_seq` as `after_seq` until it is null.",
-  auth: true,
+  scope: "read",
   request: { query: DeadLetterQuery },
   responses: {
     200: {
@@ -46,7 +46,7 @@ export const redrive = defineRoute({
   tag: "Dead letters",
   summary: "Redrive a dead letter",
   description: "Puts it back at the tail of its group, with a new seq and fresh attempts.",
-  auth: true,
+  scope: "manage",
   request: { params: DeadLetterPath, body: { schema: NoBody, required: false } },
   responses: { 201: { description: "Back in the queue.", schema: RedriveAnswer, example: { seq: 12 } } },
   errors: ["DEAD_LETTER_NOT_FOUND"],
@@ -58,7 +58,7 @@ export const deleteDeadLetter = defineRoute({
   operationId: "deleteDeadLetter",
   tag: "Dead letters",
   summary: "Delete a dead letter",
-  auth: true,
+  scope: "manage",
   request: { params: DeadLetterPath },
   responses: { 204: { description: "Deleted." } },
   errors: ["DEAD_LETTER_NOT_FOUND"],

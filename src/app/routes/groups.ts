@@ -14,7 +14,7 @@ export const peek = defineRoute({
   summary: "A group's next messages, without claiming them",
   description:
     "In the order they will be delivered, each with its state (leased, parked, delayed or queued), attempts and publish time; nothing changes. Reads `limit` rows.",
-  auth: true,
+  scope: "read",
   request: { params: GroupPath, query: PeekQuery },
   responses: {
     200: {
@@ -54,7 +54,8 @@ export const purge = defineRoute({
   summary: "Purge a group",
   description:
     "Deletes the group's messages, the one in flight included (its lease's ack then answers 404 LEASE_NOT_FOUND); a message published while the purge runs is kept. Its dead letters stay. A deep group is deleted in several writes: a purge cut short can be sent again.",
-  auth: true,
+  scope: "manage",
+  audit: ["purged"],
   request: { params: GroupPath },
   responses: {
     200: { description: "Deleted.", schema: PurgeAnswer, example: { purged: 12 } },

@@ -3,6 +3,7 @@ import type { RouteSpec } from "../route.js";
 import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
 import { peek, purge } from "./groups.js";
+import { KEY_ROUTES } from "./keys.js";
 import { ack, extend, nack, release, settle } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { metrics } from "./metrics.js";
@@ -31,5 +32,6 @@ export const API_ROUTES: readonly RouteSpec[] = [
   redrive,
   deleteDeadLetter,
   ...QUEUE_ROUTES,
+  ...KEY_ROUTES,
   metrics,
 ];

@@ -29,7 +29,7 @@ export const ack = defineRoute({
   tag: "Consume",
   summary: "Ack: the message is done",
   description: `Deletes the message; its group moves on to the next one. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NoBody, required: false } },
   responses: { 204: { description: "Done." } },
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
@@ -42,7 +42,7 @@ export const nack = defineRoute({
   tag: "Consume",
   summary: "Nack: give the message back, now or after a delay",
   description: `Frees the message for a new delivery, or with \`delay\` > 0 parks it (blocking its group) that long. The nack of its last attempt (the ${DEFAULT_MAX_ATTEMPTS}th delivery) moves it to the dead letters. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NackBody, required: false, example: { delay: 10 } } },
   responses: {
     204: {
@@ -65,7 +65,7 @@ export const release = defineRoute({
   tag: "Consume",
   summary: "Release: give the message back unhandled",
   description: `The message is claimable again at once, and this delivery is not counted among its attempts: for a consumer that is stopping, or took more than it will handle. (A nack counts the attempt.) ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: NoBody, required: false } },
   responses: { 204: { description: "Given back." } },
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
@@ -78,7 +78,7 @@ export const settle = defineRoute({
   tag: "Consume",
   summary: "Settle many leases at once: acks, nacks and releases",
   description: `Up to ${MAX_SETTLE_BATCH} leases in one request (a consumer that stops gives back everything it holds at once), sent to the database together. Each is fenced as on its own route and has its own outcome in the answer, in the order sent: a lease that fails never fails the others. When none of them could reach the database (it is down, or the call timed out), the request fails as a whole, as any route does.`,
-  auth: true,
+  scope: "consume",
   request: {
     body: {
       schema: SettleBody,
@@ -122,7 +122,7 @@ export const extend = defineRoute({
   tag: "Consume",
   summary: "Extend a lease (heartbeat)",
   description: `The lease now expires \`visibility\` seconds from now. ${fenced}`,
-  auth: true,
+  scope: "consume",
   request: { params: LeasePath, body: { schema: ExtendBody, required: true, example: { visibility: 30 } } },
   responses: {
     200: {

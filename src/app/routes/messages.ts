@@ -21,7 +21,7 @@ export const publishOne = defineRoute({
   summary: "Publish a message into a group",
   description:
     "Appends the event to the tail of its group. A group delivers its messages in order, one at a time. With `delay`, not before that many seconds from now.",
-  auth: true,
+  scope: "publish",
   request: {
     params: GroupPath,
     headers: IdempotencyHeaders,
@@ -38,7 +38,7 @@ export const publishBatch = defineRoute({
   tag: "Publish",
   summary: "Publish a batch across groups",
   description: "Stores every message or none (one bad message is a 400 naming it, and nothing is stored).",
-  auth: true,
+  scope: "publish",
   request: {
     headers: IdempotencyHeaders,
     body: {

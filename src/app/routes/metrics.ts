@@ -12,7 +12,8 @@ export const metrics = defineRoute({
   summary: "Metrics for Prometheus",
   description:
     "Every queue's messages by state, groups and oldest-message age (read at the scrape: one read per database; `turso_queue_up` is 0 for a queue whose databases did not answer, and its other gauges are left out), and its writers' counters (published, acked, nacked, dead-lettered, released, pushed, push failures) and claim-to-ack histogram, added up over a sharded queue's shards. The counters are kept by the QueueWriters, in their Durable Objects' storage: they survive an eviction, and a Worker without the QueueWriter reports the gauges only. Labelled `queue`.",
-  auth: true,
+  scope: "read",
+  queues: "filtered",
   responses: {
     200: {
       description: "The Prometheus text format, version 0.0.4.",
@@ -26,7 +27,8 @@ export const metrics = defineRoute({
 export const service = new Hono<AppEnv>();
 
 handle(service, metrics, async (c) => {
-  const queues = await c.var.catalog.listWithCounts();
+  // A key limited to some queues sees only those.
+  const queues = await c.var.catalog.listWithCounts(c.var.principal.queues);
   const gathered = await Promise.all(
     queues.map(async (q) => ({
       name: q.name,

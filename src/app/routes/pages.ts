@@ -23,7 +23,7 @@ const html = (summary: string, path: `/${string}`, operationId: string, descript
     tag: "Service",
     summary,
     ...(description ? { description } : {}),
-    auth: false,
+    scope: "public",
     responses: { 200: { description: "An HTML page.", content: "text/html" } },
   });
 
@@ -34,7 +34,7 @@ export const healthz = defineRoute({
   operationId: "health",
   tag: "Service",
   summary: "Liveness (no auth, no database)",
-  auth: false,
+  scope: "public",
   responses: { 200: { description: "The Worker runs.", schema: Health, example: { status: "ok" } } },
 });
 export const openapi = defineRoute({
@@ -43,7 +43,7 @@ export const openapi = defineRoute({
   operationId: "openapi",
   tag: "Service",
   summary: "This OpenAPI 3.1 document",
-  auth: false,
+  scope: "public",
   responses: { 200: { description: "The document, generated from the API's schemas." } },
 });
 export const docs = html("The API reference (this document as a page)", "/docs", "docs");
@@ -60,7 +60,7 @@ const asset = (path: `/${string}`, operationId: string, content: "text/css" | "t
     operationId,
     tag: "Service",
     summary: `Asset of the pages (${content})`,
-    auth: false,
+    scope: "public",
     responses: { 200: { description: "The file.", content } },
   });
 export const styleAsset = asset("/assets/style.css", "styleAsset", "text/css");

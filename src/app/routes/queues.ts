@@ -25,7 +25,8 @@ export const listQueues = defineRoute({
   summary: "List the queues, with their counts",
   description:
     "The default queue first, then the named ones by name. Each queue's counts are its shards' stats added up: one read per shard. A queue whose databases cannot be reached is listed with `stats: null` and the error: one unreachable queue hides no other.",
-  auth: true,
+  scope: "read",
+  queues: "filtered",
   responses: {
     200: {
       description: "Every queue.",
@@ -43,7 +44,8 @@ export const putQueue = defineRoute({
   summary: "Make a queue (idempotent)",
   description:
     "Makes the queue's databases (one per shard) with their schema, then lists it; from then on `/v1/queues/{queue}/...` serves it. Asking again answers the queue as it is (200). Its shard count cannot change: make a new queue and drain this one. Publishing to a queue that was never made is 404 QUEUE_NOT_FOUND: a typo creates nothing.",
-  auth: true,
+  scope: "manage",
+  audit: ["shards", "created"],
   request: {
     params: QueuePath,
     body: { schema: QueueBody, required: false, example: { shards: 4, location_hint: "weur" } },
@@ -60,7 +62,7 @@ export const getQueue = defineRoute({
   operationId: "getQueue",
   tag: "Queues",
   summary: "One queue, with its counts",
-  auth: true,
+  scope: "read",
   request: { params: QueuePath },
   responses: {
     200: {
@@ -80,7 +82,7 @@ export const deleteQueue = defineRoute({
   summary: "Delete a queue and its databases",
   description:
     "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted.",
-  auth: true,
+  scope: "manage",
   request: { params: QueuePath, query: QueueDeleteQuery },
   responses: { 204: { description: "Deleted, with its databases." } },
   errors: ["QUEUE_NOT_FOUND", "QUEUE_NOT_EMPTY"],
@@ -91,7 +93,7 @@ export const QUEUE_ROUTES = [listQueues, putQueue, getQueue, deleteQueue] as con
 export const queues = new Hono<AppEnv>();
 
 handle(queues, listQueues, async (c) => {
-  const all = await c.var.catalog.listWithCounts();
+  const all = await c.var.catalog.listWithCounts(c.var.principal.queues);
   const listed = all.map(
     (q): T.QueueListItem =>
       q.stats === null

@@ -16,7 +16,7 @@ export const stats = defineRoute({
   summary: "Queue counters",
   description:
     "One read. `ready + waiting + in_flight + parked + delayed` is every message in the queue. Counted from the table sizes and the live leases: it reads a few rows per page of the tables and per live lease, never every message.",
-  auth: true,
+  scope: "read",
   responses: {
     200: {
       description: "The counters, on the database's clock.",
@@ -34,7 +34,7 @@ export const groups = defineRoute({
   summary: "Groups worth watching",
   description:
     "Groups whose first message holds a live lease, a park or a delay (the latest to end first), then the next groups in round-robin order (the group claimed longest ago first); each with its messages counted up to 1,000. Reads at most about `limit` × 1,000 rows, whatever the depth of the queue.",
-  auth: true,
+  scope: "read",
   request: { query: GroupsQuery },
   responses: {
     200: {
@@ -64,7 +64,7 @@ export const history = defineRoute({
   summary: "The queue's state over the last hour",
   description:
     "Samples of the counts and running totals of messages published and acked, kept by the queue's writer (the dashboard's charts draw them); a sharded queue's shards' added up. A sample costs one read of the counts, taken at most once per QUEUE_SAMPLE_SECONDS and only when the queue is written or this is read. A Worker without its QueueWriter keeps none.",
-  auth: true,
+  scope: "read",
   responses: {
     200: {
       description: "The samples, oldest first.",

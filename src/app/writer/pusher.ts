@@ -275,7 +275,13 @@ export class Pusher {
         method: "POST",
         headers: {
           "content-type": "application/json",
-          [SIGNATURE_HEADER]: await signPayload(current.signingSecret, body),
+          // During a rotation, signed with both secrets: a consumer holding either verifies it.
+          [SIGNATURE_HEADER]: await signPayload(
+            current.nextSigningSecret === undefined
+              ? current.signingSecret
+              : [current.signingSecret, current.nextSigningSecret],
+            body,
+          ),
           // The trace the message was published in, where a consumer's instrumentation looks for it.
           ...(lease.traceparent === undefined ? {} : { traceparent: lease.traceparent }),
         },

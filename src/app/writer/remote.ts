@@ -32,6 +32,7 @@ import type {
   SubscriptionInput,
 } from "../../core/types.js";
 import { MAX_CLAIM_WAIT } from "../../rules.js";
+import type { KeyPort } from "../key-port.js";
 import {
   type Call,
   type CallArgs,
@@ -67,7 +68,7 @@ export const WAIT_PATH = "/wait";
 export type CatalogCall = { [K in keyof CatalogStore]: [K, Parameters<CatalogStore[K]>] }[keyof CatalogStore];
 
 /** A database's QueueWriter as the edge calls it (src/worker.ts implements it). */
-export interface Writer {
+export interface Writer extends KeyPort {
   run(target: WriterTarget, calls: Call[]): Promise<Outcome<unknown>[]>;
   /** On the default queue's writer: the catalog's rows. */
   catalog(call: CatalogCall): Promise<Outcome<unknown>>;

@@ -17,7 +17,7 @@ export class Subscriptions {
   async subscribe(
     name: string,
     options: SubscriptionInput & CallOptions,
-  ): Promise<Subscription & { signingSecret: string }> {
+  ): Promise<Subscription & { signingSecret: string; nextSigningSecret: string | undefined }> {
     checkOptions(options);
     const path = `/v1/subscriptions/${idSegment("name", name)}`;
     return this.#engine.send(
@@ -29,7 +29,11 @@ export class Subscriptions {
         retryUnknown: true,
         ok: (a) => {
           const s = json<W.SubscriptionAnswer>(a, path);
-          return { ...subscriptionFromWire(s), signingSecret: s.signing_secret ?? "" };
+          return {
+            ...subscriptionFromWire(s),
+            signingSecret: s.signing_secret ?? "",
+            nextSigningSecret: s.next_signing_secret ?? undefined,
+          };
         },
       },
       options,

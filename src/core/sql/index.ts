@@ -3,6 +3,7 @@ export * from "./claim.js";
 export * from "./dead-letters.js";
 export * from "./groups.js";
 export * from "./inspect.js";
+export * from "./keys.js";
 export * from "./leases.js";
 export * from "./plan.js";
 export * from "./publish.js";
