@@ -186,7 +186,9 @@ export function toQueueError(e: unknown): QueueError {
     return new QueueError("UNAVAILABLE", `the database timed the transaction out: ${message}`, { cause: e });
   }
   const network =
-    codes.some((c) => c !== undefined && (NETWORK_CODE.test(c) || c === "SERVER_ERROR")) ||
+    codes.some((c) => c !== undefined && NETWORK_CODE.test(c)) ||
+    // A server error with no status: the answer never came whole. With a 4xx, the request was refused.
+    (codes.includes("SERVER_ERROR") && status === undefined) ||
     chain.some((c) => c instanceof Error && (c as { retryable?: unknown }).retryable === true) ||
     (e instanceof TypeError && /fetch|network|socket|terminated/i.test(text)) ||
     NETWORK_TEXT.test(text);
