@@ -12,6 +12,8 @@
  *  - `truncate`: forward the whole request and pass on only the first half of the answer's first
  *                bytes, then close (applied; the answer is cut mid-read);
  *  - `hang`:     forward the whole request and never pass its answer on (the client times out);
+ *  - `stall`:    hold the request, never forwarding nor answering it (a primary whose writes hang:
+ *                nothing applied; the client times out);
  *  - `delay`:    forward the whole request and hold its answer `ms` milliseconds;
  *  - `status`:   answer `status` (with `Retry-After` when given) instead of the server: without
  *                forwarding the request (never applied), or after the server answered (`after`:
@@ -26,6 +28,7 @@ export type Fault =
   | { kind: "drop" }
   | { kind: "truncate" }
   | { kind: "hang" }
+  | { kind: "stall" }
   | { kind: "delay"; ms: number }
   | { kind: "status"; status: number; retryAfter?: string; body?: string; after?: boolean };
 
@@ -43,6 +46,7 @@ export interface ProxyStats {
   drop: number;
   truncate: number;
   hang: number;
+  stall: number;
   delay: number;
   status: number;
 }
@@ -106,7 +110,17 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
   let upstream = upstreamPort;
   const rules: Rule[] = [];
   const sockets = new Set<Socket>();
-  const stats: ProxyStats = { connections: 0, requests: 0, cut: 0, drop: 0, truncate: 0, hang: 0, delay: 0, status: 0 };
+  const stats: ProxyStats = {
+    connections: 0,
+    requests: 0,
+    cut: 0,
+    drop: 0,
+    truncate: 0,
+    hang: 0,
+    stall: 0,
+    delay: 0,
+    status: 0,
+  };
 
   const takeFault = (request: string): Fault | undefined => {
     const i = rules.findIndex((r) => r.match(request));
@@ -205,6 +219,7 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
           return;
         }
         if (fault) stats[fault.kind]++;
+        if (fault?.kind === "stall") return; // held: the client gives up by itself
         if (fault?.kind === "status" && !fault.after) {
           // Answered here: the server never sees it.
           client.end(statusAnswer(fault), () => closeBoth());
@@ -287,12 +302,14 @@ export interface ProxyControl {
  *  - `GET /stats`: the proxy's counters and the faults still pending;
  *  - `GET /count?match=<text>&since=<n>`: requests holding `text` among those after the `n`th
  *    (`stats.requests` read before).
- * It keeps the text of the last 5,000 requests (it takes `observe`).
+ * It keeps the text of the last 5,000 requests (through `observe`, after the one set before).
  */
 export async function controlProxy(proxy: Proxy): Promise<ProxyControl> {
   const seen: string[] = [];
   let dropped = 0;
+  const before = proxy.observe;
   proxy.observe = (request) => {
+    before?.(request);
     seen.push(request);
     if (seen.length > 5000) {
       seen.shift();
