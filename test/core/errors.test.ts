@@ -44,7 +44,7 @@ beforeEach(async () => {
 /** Blocks the database's writes as Turso blocks a database over its plan's quota (sqld's admin API). */
 async function block(writes: boolean): Promise<void> {
   const url = `${sqld.adminUrl}/v1/namespaces/default/config`;
-  const config = await (await fetch(url)).json();
+  const config = (await (await fetch(url)).json()) as Record<string, unknown>;
   const res = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json" },
