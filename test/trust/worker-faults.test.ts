@@ -35,6 +35,8 @@ const GROUPS = envInt("TRUST_WORKER_FAULT_GROUPS", 16);
 const CLAIMERS = envInt("TRUST_WORKER_FAULT_CLAIMERS", 64);
 const ROUNDS = envInt("TRUST_WORKER_FAULT_ROUNDS", 1);
 const PUBLISHERS = envInt("TRUST_WORKER_FAULT_PUBLISHERS", 4);
+/** Seconds that writes stall past the writer's request timeout (10 s): in the soak only (CI time). */
+const STALL_SECONDS = envInt("TRUST_WORKER_FAULT_STALL_SECONDS", 0);
 /** The run without a fault, for the figures to compare with: in the soak only (CI time). */
 const BASELINE = process.env.TRUST_WORKER_FAULT_BASELINE === "1";
 const VISIBILITY = 4;
@@ -175,6 +177,41 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
         dbProxy.latencyMs = 0;
       });
     });
+
+    it.runIf(STALL_SECONDS > 0)(
+      `writes stalled for ${STALL_SECONDS} s, past the writer's request timeout`,
+      { timeout: 300_000 },
+      async () => {
+        const health = async () => {
+          const res = await fetch(`${front.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+          const text = await res.text();
+          const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? 0);
+          return {
+            timeouts: value('turso_queue_database_failures_total\\{queue="default",code="TIMEOUT"\\}'),
+            recoveries: value('turso_queue_database_recoveries_total\\{queue="default"\\}'),
+          };
+        };
+        const before = await health();
+        await underLoad(
+          `writes stalled for ${STALL_SECONDS} s`,
+          async () => {
+            await sleep(300);
+            // sqld's stall (docs/guarantees.md): write batches hang, reads answer.
+            dbProxy.inject({ kind: "stall" }, { match: WRITES, times: 100_000 });
+            await sleep(STALL_SECONDS * 1000);
+            dbProxy.clear();
+            // A batch held when the stall ends is given up at its request timeout: calls may take
+            // up to the writer's own budget (30 s), which callers are given here.
+          },
+          { callTimeoutMs: 35_000 },
+        );
+        const after = await health();
+        // The writer gave its stalled requests up, and answered again by itself.
+        expect(after.timeouts).toBeGreaterThan(before.timeouts);
+        expect(after.recoveries).toBeGreaterThan(before.recoveries);
+        report("worker fault: writer health", { before, after });
+      },
+    );
 
     it("a slow wake", { timeout: 180_000 }, async () => {
       // Idle, then the database takes its time to answer the first requests (a free-plan wake).
