@@ -42,6 +42,10 @@ const BASELINE = process.env.TRUST_WORKER_FAULT_BASELINE === "1";
 const VISIBILITY = 4;
 const CALL_TIMEOUT_MS = 20_000;
 const TOKEN = "worker-faults-token-0123456789";
+/** A run's budget to drain; push deliveries (a few in flight, some timing out) get more. */
+const BUDGET_MS = Math.max(90_000, MESSAGES * 60);
+const PUSH_BUDGET_MS = Math.max(90_000, MESSAGES * 200);
+const TEST_MS = PUSH_BUDGET_MS + 60_000;
 /** Write batches (BEGIN IMMEDIATE is their first step): what the faults aim at. */
 const WRITES = "BEGIN IMMEDIATE";
 
@@ -83,7 +87,7 @@ const options = (o: Partial<RunOptions> = {}): RunOptions => ({
   claimers: CLAIMERS,
   visibility: VISIBILITY,
   callTimeoutMs: CALL_TIMEOUT_MS,
-  budgetMs: Math.max(90_000, MESSAGES * 60),
+  budgetMs: BUDGET_MS,
   ...o,
 });
 
@@ -130,11 +134,11 @@ async function applied(kind: keyof FaultProxy["stats"], n: number): Promise<void
 describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
   `the Worker path under faults (${CLAIMERS} claimers, ${PUBLISHERS} publishers, ${MESSAGES} messages; round $round)`,
   () => {
-    it.runIf(BASELINE)("no fault (the baseline)", { timeout: 180_000 }, async () => {
+    it.runIf(BASELINE)("no fault (the baseline)", { timeout: TEST_MS }, async () => {
       await underLoad("no fault", async () => {});
     });
 
-    it("requests lost before the primary", { timeout: 180_000 }, async () => {
+    it("requests lost before the primary", { timeout: TEST_MS }, async () => {
       await underLoad("requests lost before the primary", async () => {
         await sleep(100);
         dbProxy.inject({ kind: "cut" }, { match: WRITES, times: 8 });
@@ -142,7 +146,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       });
     });
 
-    it("answers lost after the commit", { timeout: 180_000 }, async () => {
+    it("answers lost after the commit", { timeout: TEST_MS }, async () => {
       await underLoad("answers lost after the commit", async () => {
         await sleep(100);
         dbProxy.inject({ kind: "drop" }, { match: WRITES, times: 8 });
@@ -150,7 +154,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       });
     });
 
-    it("bursts of 5xx and 429", { timeout: 180_000 }, async () => {
+    it("bursts of 5xx and 429", { timeout: TEST_MS }, async () => {
       await underLoad("5xx and 429 bursts", async () => {
         await sleep(100);
         for (const f of [
@@ -166,7 +170,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       });
     });
 
-    it("stalls of seconds", { timeout: 180_000 }, async () => {
+    it("stalls of seconds", { timeout: TEST_MS }, async () => {
       await underLoad("stalls of seconds", async () => {
         await sleep(100);
         dbProxy.inject({ kind: "delay", ms: 2500 }, { match: WRITES, times: 2 });
@@ -213,7 +217,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       },
     );
 
-    it("a slow wake", { timeout: 180_000 }, async () => {
+    it("a slow wake", { timeout: TEST_MS }, async () => {
       // Idle, then the database takes its time to answer the first requests (a free-plan wake).
       await sleep(1500);
       await underLoad("a slow wake", async () => {
@@ -222,7 +226,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       });
     });
 
-    it("sqld SIGKILLed and restarted on its data", { timeout: 180_000 }, async () => {
+    it("sqld SIGKILLed and restarted on its data", { timeout: TEST_MS }, async () => {
       let downMs = 0;
       await underLoad("sqld SIGKILLed and restarted", async () => {
         await sleep(300);
@@ -235,7 +239,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       report("worker fault: sqld down", { downMs });
     });
 
-    it("the writer reset mid-batch (Miniflare restarted on the same storage)", { timeout: 180_000 }, async () => {
+    it("the writer reset mid-batch (Miniflare restarted on the same storage)", { timeout: TEST_MS }, async () => {
       let downMs = 0;
       await underLoad("writer reset mid-batch", async () => {
         await sleep(300);
@@ -251,7 +255,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       report("worker fault: writer down", { downMs });
     });
 
-    it("clients hanging up mid-claim and mid-long-poll", { timeout: 180_000 }, async () => {
+    it("clients hanging up mid-claim and mid-long-poll", { timeout: TEST_MS }, async () => {
       await underLoad("clients hanging up", async () => {}, { hangUps: true });
     });
 
@@ -259,7 +263,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
       let consumer: Consumer;
       afterAll(async () => consumer?.close());
 
-      it("every message taken once, after failures and timeouts", { timeout: 180_000 }, async () => {
+      it("every message taken once, after failures and timeouts", { timeout: TEST_MS }, async () => {
         const firstTries = new Set<number>();
         let answers = { failed: 0, timedOut: 0, took: 0 };
         let run: FaultRun | undefined;
@@ -296,7 +300,7 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
               });
               expect(put.status, await put.text()).toBe(200);
             },
-            { claim: false },
+            { claim: false, budgetMs: PUSH_BUDGET_MS },
           );
         } finally {
           await fetch(`${front.url}/v1/subscriptions/faults`, {
