@@ -297,14 +297,12 @@ export class Committer implements WriteEngine {
   /** Fails a write at its deadline (a no-op once it has settled). */
   #giveUp(w: Pending<unknown>): void {
     const last = w.lastError;
-    // What kept it from being answered: a request still out (TIMEOUT), or the last failure's code.
-    const code = w.sent || last === undefined ? "TIMEOUT" : last.code;
     w.reject(
-      new QueueError(code, `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`, {
-        cause: last,
-        outcomeUnknown: w.maybeApplied || w.sent,
-        retryAfterMs: last?.retryAfterMs,
-      }),
+      new QueueError(
+        last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
+        `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
+        { cause: last, outcomeUnknown: w.maybeApplied || w.sent, retryAfterMs: last?.retryAfterMs },
+      ),
     );
   }
 }

@@ -164,9 +164,9 @@ describe.each(Array.from({ length: ROUNDS }, (_, i) => ({ round: i + 1 })))(
           { kind: "status", status: 504, after: true },
           { kind: "status", status: 429, retryAfter: "1" },
         ] as const) {
-          dbProxy.inject(f, { times: 4 });
+          dbProxy.inject(f, { times: 3 });
         }
-        await applied("status", 20);
+        await applied("status", 15);
       });
     });
 
