@@ -10,13 +10,18 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
+import { Miniflare, type MiniflareOptions } from "miniflare";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 export interface ServedWorker {
   url: string;
   stop(): Promise<void>;
+  /**
+   * Stops workerd and starts it again on the same storage (with `persist`): every Durable Object is
+   * reset, whatever it was doing. Answers the new URL (the port changes).
+   */
+  restart(): Promise<string>;
 }
 
 /**
@@ -63,22 +68,36 @@ export async function serveWorker(o: {
 }): Promise<ServedWorker> {
   const bundle = buildWorker({ root: o.root, outdir: o.outdir });
   const { date, flags } = compat(o.root ?? ROOT);
-  const mf = new Miniflare({
+  const options: MiniflareOptions = {
     host: "127.0.0.1",
     port: 0,
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     // One module: the bundle has no other (its dynamic imports serve Node-only paths it never takes).
     modulesRoot: dirname(bundle),
-    modules: [{ type: "ESModule", path: bundle }],
+    modules: [{ type: "ESModule" as const, path: bundle }],
     compatibilityDate: date,
     compatibilityFlags: flags,
     bindings: { TURSO_DATABASE_URL: o.databaseUrl, QUEUE_TOKEN: o.queueToken, ...(o.vars ?? {}) },
     ...(o.noWriter ? {} : { durableObjects: { QUEUE_WRITER: "QueueWriter" } }),
     ...(o.persist ? { durableObjectsPersist: o.persist } : {}),
-  });
-  await mf.ready;
-  const url = (await mf.unsafeGetDirectURL()).toString().replace(/\/$/, "");
-  return { url, stop: () => mf.dispose() };
+  };
+  const start = async () => {
+    const mf = new Miniflare(options);
+    await mf.ready;
+    return { mf, url: (await mf.unsafeGetDirectURL()).toString().replace(/\/$/, "") };
+  };
+  let current = await start();
+  const served: ServedWorker = {
+    url: current.url,
+    stop: () => current.mf.dispose(),
+    async restart() {
+      await current.mf.dispose();
+      current = await start();
+      served.url = current.url;
+      return current.url;
+    },
+  };
+  return served;
 }
 
 // `tsx scripts/support/miniflare.ts <database url> <token>`: serve until Ctrl-C.

@@ -1,19 +1,36 @@
 /**
- * A loopback TCP proxy in front of a sqld that the test controls (node:net only).
+ * A loopback TCP proxy in front of a sqld (or any HTTP/1.1 server) that the test controls (node:net
+ * only), and an HTTP control for it (`controlProxy`) for tests that run where they cannot hold it,
+ * inside workerd.
  *
  * It reads whole HTTP/1.1 requests from the client (Content-Length or chunked bodies), so that a
  * fault can be aimed at a request by what its body says (e.g. "the next batch that inserts into
  * messages"). Faults, each one-shot unless `times` says otherwise:
- *  - `cut`:   forward only the first half of the request, then close both sides (never applied);
- *  - `drop`:  forward the whole request, wait for the server's answer (so it has been applied),
- *             then discard the answer and close the client's connection (outcome unknown);
- *  - `hang`:  forward the whole request and never pass its answer on (the client times out);
- *  - `delay`: forward the whole request and hold its answer `ms` milliseconds.
+ *  - `cut`:      forward only the first half of the request, then close both sides (never applied);
+ *  - `drop`:     forward the whole request, wait for the server's answer (so it has been applied),
+ *                then discard the answer and close the client's connection (outcome unknown);
+ *  - `truncate`: forward the whole request and pass on only the first half of the answer's first
+ *                bytes, then close (applied; the answer is cut mid-read);
+ *  - `hang`:     forward the whole request and never pass its answer on (the client times out);
+ *  - `stall`:    hold the request, never forwarding nor answering it (a primary whose writes hang:
+ *                nothing applied; the client times out);
+ *  - `delay`:    forward the whole request and hold its answer `ms` milliseconds;
+ *  - `status`:   answer `status` (with `Retry-After` when given) instead of the server: without
+ *                forwarding the request (never applied), or after the server answered (`after`:
+ *                applied, as a gateway's 5xx after a commit).
  * `latencyMs` delays every answer. `refuse` makes new connections close at once.
  */
+import { createServer as createHttpServer } from "node:http";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 
-export type Fault = { kind: "cut" } | { kind: "drop" } | { kind: "hang" } | { kind: "delay"; ms: number };
+export type Fault =
+  | { kind: "cut" }
+  | { kind: "drop" }
+  | { kind: "truncate" }
+  | { kind: "hang" }
+  | { kind: "stall" }
+  | { kind: "delay"; ms: number }
+  | { kind: "status"; status: number; retryAfter?: string; body?: string; after?: boolean };
 
 interface Rule {
   fault: Fault;
@@ -27,8 +44,11 @@ export interface ProxyStats {
   /** Faults applied, by kind. */
   cut: number;
   drop: number;
+  truncate: number;
   hang: number;
+  stall: number;
   delay: number;
+  status: number;
 }
 
 export interface Proxy {
@@ -90,7 +110,17 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
   let upstream = upstreamPort;
   const rules: Rule[] = [];
   const sockets = new Set<Socket>();
-  const stats: ProxyStats = { connections: 0, requests: 0, cut: 0, drop: 0, hang: 0, delay: 0 };
+  const stats: ProxyStats = {
+    connections: 0,
+    requests: 0,
+    cut: 0,
+    drop: 0,
+    truncate: 0,
+    hang: 0,
+    stall: 0,
+    delay: 0,
+    status: 0,
+  };
 
   const takeFault = (request: string): Fault | undefined => {
     const i = rules.findIndex((r) => r.match(request));
@@ -189,6 +219,12 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
           return;
         }
         if (fault) stats[fault.kind]++;
+        if (fault?.kind === "stall") return; // held: the client gives up by itself
+        if (fault?.kind === "status" && !fault.after) {
+          // Answered here: the server never sees it.
+          client.end(statusAnswer(fault), () => closeBoth());
+          return;
+        }
         up.write(request);
       }
     });
@@ -198,6 +234,18 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
       if (fault?.kind === "drop") {
         // The server answered, so it applied the request: lose the answer.
         closeBoth();
+        return;
+      }
+      if (fault?.kind === "truncate") {
+        if (awaitingFirstByte) client.write(chunk.subarray(0, Math.max(1, Math.floor(chunk.length / 2))));
+        awaitingFirstByte = false;
+        setTimeout(closeBoth, 5);
+        return;
+      }
+      if (fault?.kind === "status") {
+        // The server answered (applied); the client hears the status instead.
+        if (awaitingFirstByte) client.end(statusAnswer(fault), () => closeBoth());
+        awaitingFirstByte = false;
         return;
       }
       if (fault?.kind === "hang") return; // swallow; the client gives up by itself
@@ -226,4 +274,92 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
   proxy.port = typeof addr === "object" && addr ? addr.port : 0;
   proxy.url = `http://127.0.0.1:${proxy.port}`;
   return proxy;
+}
+
+/** An HTTP/1.1 answer of a `status` fault, closing the connection. */
+function statusAnswer(f: Extract<Fault, { kind: "status" }>): string {
+  const body = f.body ?? `proxy fault: HTTP ${f.status}`;
+  const headers = [
+    `HTTP/1.1 ${f.status} Fault`,
+    "content-type: text/plain",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close",
+    ...(f.retryAfter === undefined ? [] : [`retry-after: ${f.retryAfter}`]),
+  ];
+  return `${headers.join("\r\n")}\r\n\r\n${body}`;
+}
+
+export interface ProxyControl {
+  /** `http://127.0.0.1:<port>`: POST /inject, /clear, /set, /cut-all; GET /stats, /count. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP control for `proxy`, for tests that cannot hold it (inside workerd):
+ *  - `POST /inject` `{ fault, match?, times? }` (`match`: text the request must hold);
+ *  - `POST /clear`; `POST /set` `{ latencyMs?, refuse? }`; `POST /cut-all`;
+ *  - `GET /stats`: the proxy's counters and the faults still pending;
+ *  - `GET /count?match=<text>&since=<n>`: requests holding `text` among those after the `n`th
+ *    (`stats.requests` read before).
+ * It keeps the text of the last 5,000 requests (through `observe`, after the one set before).
+ */
+export async function controlProxy(proxy: Proxy): Promise<ProxyControl> {
+  const seen: string[] = [];
+  let dropped = 0;
+  const before = proxy.observe;
+  proxy.observe = (request) => {
+    before?.(request);
+    seen.push(request);
+    if (seen.length > 5000) {
+      seen.shift();
+      dropped++;
+    }
+  };
+  const server = createHttpServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body =
+      chunks.length > 0 ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>) : {};
+    const url = new URL(req.url ?? "/", "http://control");
+    let answer: unknown = {};
+    switch (`${req.method} ${url.pathname}`) {
+      case "POST /inject":
+        proxy.inject(body.fault as Fault, {
+          ...(typeof body.match === "string" ? { match: body.match } : {}),
+          ...(typeof body.times === "number" ? { times: body.times } : {}),
+        });
+        break;
+      case "POST /clear":
+        proxy.clear();
+        break;
+      case "POST /set":
+        if (typeof body.latencyMs === "number") proxy.latencyMs = body.latencyMs;
+        if (typeof body.refuse === "boolean") proxy.refuse = body.refuse;
+        break;
+      case "POST /cut-all":
+        proxy.cutAll();
+        break;
+      case "GET /stats":
+        answer = { ...proxy.stats, pending: proxy.pending() };
+        break;
+      case "GET /count": {
+        const match = url.searchParams.get("match") ?? "";
+        const since = Number(url.searchParams.get("since") ?? 0);
+        answer = { requests: seen.slice(Math.max(0, since - dropped)).filter((r) => r.includes(match)).length };
+        break;
+      }
+      default:
+        res.writeHead(404).end();
+        return;
+    }
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify(answer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const addr = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

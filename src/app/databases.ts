@@ -1,6 +1,6 @@
 /** How the Worker reaches one database: a `@libsql/client/web` HTTP client plus the library's write path. */
 import { createClient } from "@libsql/client/web";
-import { inNamespace } from "../core/connect.js";
+import { DEFAULT_REQUEST_TIMEOUT_MS, inNamespace, withRequestTimeout } from "../core/connect.js";
 import type { Database } from "../core/databases.js";
 import { LibsqlTransport } from "../core/transport.js";
 import type { Config } from "./env.js";
@@ -18,7 +18,13 @@ export async function openDatabase(
   options: { ensureSchema?: boolean; holdMs?: number } = {},
 ): Promise<{ transport: LibsqlTransport; close(): void }> {
   const authToken = tokenFor(config, db);
-  const fetchIn = inNamespace((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), db.namespace);
+  const fetchIn = inNamespace(
+    withRequestTimeout(
+      (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
+      DEFAULT_REQUEST_TIMEOUT_MS,
+    ),
+    db.namespace,
+  );
   const client = createClient({ url: db.url, authToken, fetch: fetchIn });
   try {
     const transport = await LibsqlTransport.fromClient(client, {

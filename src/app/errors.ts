@@ -7,7 +7,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ERRORS, type ErrorCode } from "../contract/schemas.js";
-import { QueueError } from "../core/errors.js";
+import { QueueError, RETRYABLE_CODES } from "../core/errors.js";
 import { ConfigError } from "./env.js";
 
 /** An error the app raises itself: a Hono HTTPException with a stable code and extra headers. */
@@ -91,9 +91,18 @@ export function handleError(err: unknown, c: Context): Response {
     else if (err.code === "TIMEOUT" && err.outcomeUnknown) {
       message = `${message} (a write may have been applied; a publish is safe to retry with the same Idempotency-Key)`;
     }
-    const headers: Record<string, string> = status === 503 ? { "Retry-After": "1" } : {};
-    return c.json(errorBody(code, message), status, headers);
+    return c.json(errorBody(code, message), status, retryAfterOf(err, code));
   }
   console.error("unexpected error", err);
   return c.json(errorBody("INTERNAL", "internal error"), 500);
+}
+
+/**
+ * `Retry-After` for a failure that a later attempt may not meet: what the database asked for when
+ * it said (in whole seconds), else 1. None for BLOCKED: retrying will not help until it is lifted.
+ */
+function retryAfterOf(err: QueueError, code: ErrorCode): Record<string, string> {
+  if (!RETRYABLE_CODES.has(code) && code !== "CLOSED") return {};
+  const seconds = err.retryAfterMs === undefined ? 1 : Math.max(1, Math.ceil(err.retryAfterMs / 1000));
+  return { "Retry-After": String(seconds) };
 }

@@ -34,6 +34,18 @@ const COUNTERS: Array<[name: string, key: keyof Counters, help: string]> = [
   ["turso_queue_released_total", "released", "Leases given back without an attempt counted."],
   ["turso_queue_pushed_total", "pushed", "Push deliveries made (each POST to a subscription)."],
   ["turso_queue_push_failures_total", "pushFailures", "Push deliveries not answered 2xx (retried later)."],
+  [
+    "turso_queue_database_recoveries_total",
+    "dbRecoveries",
+    "Times the database answered the writer again after failing.",
+  ],
+];
+
+/** The writer's requests to its database that failed with an outage, by code (src/core/health.ts). */
+const FAILURES: Array<[code: string, key: keyof Counters]> = [
+  ["UNAVAILABLE", "dbUnavailable"],
+  ["TIMEOUT", "dbTimeouts"],
+  ["BLOCKED", "dbBlocked"],
 ];
 
 export function prometheusText(queues: QueueMetrics[]): string {
@@ -65,6 +77,13 @@ export function prometheusText(queues: QueueMetrics[]): string {
     family(name, "counter", help);
     for (const q of kept) line(name, { queue: q.name }, q.r.counters[key]);
   }
+  const f = "turso_queue_database_failures_total";
+  family(
+    f,
+    "counter",
+    "Requests of the writer to its database that failed with an outage (each retried until its call's deadline, BLOCKED excepted).",
+  );
+  for (const q of kept) for (const [code, key] of FAILURES) line(f, { queue: q.name, code }, q.r.counters[key]);
   const h = "turso_queue_claim_to_ack_seconds";
   family(h, "histogram", "Seconds from a message's claim to its ack, on the database's clock.");
   for (const q of kept) {

@@ -32,6 +32,7 @@ const AUTH_ERRORS: ErrorCode[] = [
   "NOT_CONFIGURED",
   "BUSY",
   "UNAVAILABLE",
+  "BLOCKED",
   "TIMEOUT",
   "CLOSED",
 ];

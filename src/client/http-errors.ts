@@ -36,19 +36,22 @@ export class QueueHttpError extends QueueError<HttpErrorCode> {
 export const invalidArgument = (field: string, problem: string) =>
   new QueueHttpError("INVALID_ARGUMENT", `${field}: ${problem}`, { field });
 
-/** What became of one attempt, before the call decides whether to try again. */
+/**
+ * What became of one attempt, before the call decides whether to try again. The API's own answers
+ * say by their code (src/contract/errors.ts); an answer that is not the API's JSON says by its
+ * status alone: a 5xx from something in front of the API (a gateway, a load balancer, a Worker's
+ * runtime) is an outage whose outcome is unknown, never a bug of the API.
+ */
 export interface Failure {
   error: QueueHttpError;
-  /** Nothing was applied (BUSY, refused connection): any call may be sent again. */
+  /** Nothing was applied (BUSY, CLOSED, 429, refused connection): any call may be sent again. */
   notApplied: boolean;
-  /** The request may have been applied (no answer, UNAVAILABLE, TIMEOUT, a gateway's 5xx). */
+  /** The request may have been applied (no answer, UNAVAILABLE, TIMEOUT, a 5xx not the API's): sent again only where safe. */
   unknown: boolean;
   /** The server's Retry-After, in ms. */
   retryAfterMs: number | undefined;
 }
 
-/** Statuses a gateway in front of the API answers with when the API did not answer (no JSON error of ours). */
-const GATEWAY = new Set([502, 503, 504]);
 /**
  * Codes of a fallback for answers that are not the API's JSON errors, by status alone: a bare 404
  * is a missing route (NOT_FOUND) whatever was asked for; the resources' own 404s (LEASE_NOT_FOUND,
@@ -84,11 +87,11 @@ export function failureOfAnswer(status: number, text: string, retryAfter: string
   const known: HttpErrorCode =
     (code as HttpErrorCode | undefined) ??
     CODE_OF_STATUS[status] ??
-    (GATEWAY.has(status) ? "UNAVAILABLE" : status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");
+    (status >= 500 ? "UNAVAILABLE" : "INVALID_ARGUMENT");
   const text1 = message ?? `${what}: HTTP ${status}${text ? ` ${text.slice(0, 200)}` : ""}`;
   const field = status < 500 && message !== undefined ? FIELD.exec(message)?.[1] : undefined;
-  const unknown =
-    (known === "UNAVAILABLE" || known === "TIMEOUT") && status >= 500 ? true : !ours && GATEWAY.has(status);
+  // BLOCKED, DATABASE and INTERNAL are answered as they are: sending them again would meet them again.
+  const unknown = status >= 500 && (ours ? known === "UNAVAILABLE" || known === "TIMEOUT" : true);
   const notApplied = status === 429 || (status === 503 && (known === "BUSY" || known === "CLOSED"));
   return {
     error: new QueueHttpError(known, text1, { status, field, outcomeUnknown: unknown }),

@@ -30,19 +30,23 @@ export const ERRORS = {
   ],
   UNSUPPORTED_MEDIA_TYPE: [415, "A body that is not `application/json` (or `+json`) in UTF-8."],
   INTERNAL: [500, "A fault of ours; never caused by input."],
-  DATABASE: [500, "The database reported an unexpected error."],
+  DATABASE: [500, "The database refused a statement of ours: a fault of ours, never an outage."],
   DATABASE_UNAUTHORIZED: [502, "The database refused TURSO_AUTH_TOKEN (our configuration, not the caller's fault)."],
   NOT_CONFIGURED: [503, "QUEUE_TOKEN or TURSO_DATABASE_URL missing or unusable (the message says which)."],
-  BUSY: [503, "The database stayed locked; nothing was applied (with `Retry-After: 1`)."],
+  BUSY: [503, "The database stayed locked; nothing was applied (with `Retry-After`)."],
   UNAVAILABLE: [
     503,
-    "The database (or the queue's writer) could not be reached; a write may have been applied: retry a publish with the same Idempotency-Key (with `Retry-After: 1`).",
+    "The database (or the queue's writer) could not be reached, or answered 5xx or 429; a write may have been applied: retry a publish with the same Idempotency-Key (with `Retry-After`).",
+  ],
+  BLOCKED: [
+    503,
+    "The database refuses operations (over its plan's quota, or blocked by its operator); nothing was applied, and retrying will not help until the block is lifted (no `Retry-After`).",
   ],
   TIMEOUT: [
-    503,
-    "The database did not answer in time; a write may have been applied: retry a publish with the same Idempotency-Key (with `Retry-After: 1`).",
+    504,
+    "The database did not answer in time; a write may have been applied: retry a publish with the same Idempotency-Key (with `Retry-After`).",
   ],
-  CLOSED: [503, "The transport was closed (with `Retry-After: 1`)."],
+  CLOSED: [503, "The transport was closed (with `Retry-After`)."],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

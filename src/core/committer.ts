@@ -13,7 +13,9 @@ import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { backoff, RETRY_MS, sleepOrThrow, timeoutError } from "./backoff.js";
 import { Deadlines } from "./deadlines.js";
 import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
-import { QueueError, retryable, toQueueError } from "./errors.js";
+import { isRetryable, QueueError, toQueueError } from "./errors.js";
+import type { Health } from "./health.js";
+import type { Send } from "./hrana.js";
 import type { Plan } from "./sql/index.js";
 
 export interface CommitterOptions {
@@ -34,6 +36,8 @@ export interface CommitterOptions {
    * with fewer than half of them back, holds pause for 1, 2, 4 ... 64 batches.
    */
   holdMs?: number;
+  /** Told of every request that failed with an outage, and of the next one answered. */
+  health?: Health;
 }
 
 interface Pending<T> extends WriteSpec<T> {
@@ -48,7 +52,7 @@ interface Pending<T> extends WriteSpec<T> {
 }
 
 export class Committer implements WriteEngine {
-  readonly #send: (stmts: InStatement[]) => Promise<ResultSet[]>;
+  readonly #send: Send;
   readonly #opts: CommitterOptions;
   readonly #queue: Pending<unknown>[] = [];
   #inFlight = 0;
@@ -66,7 +70,7 @@ export class Committer implements WriteEngine {
   readonly stats = newStats();
 
   /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
-  constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
+  constructor(client: Client, opts: CommitterOptions, send?: Send) {
     this.#send = send ?? ((stmts) => client.batch(stmts, "write"));
     this.#opts = opts;
   }
@@ -196,11 +200,13 @@ export class Committer implements WriteEngine {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
         if (err.code === "BUSY") this.stats.busy++;
-        if (!retryable(err)) {
+        this.#opts.health?.failed(err);
+        if (!isRetryable(err)) {
           // The batch rolled back as a whole. When the database says which statement failed, only
           // the write that statement belongs to gets the error; the others go again, together.
+          // Any other refusal (BLOCKED, UNAUTHORIZED) is the database's, and every write's.
           const at =
-            live.length > 1
+            live.length > 1 && err.code === "DATABASE"
               ? failedWrite(
                   plans.map((p) => p.stmts.length),
                   e,
@@ -223,9 +229,12 @@ export class Committer implements WriteEngine {
         for (const w of live) w.lastError = err;
         attempt++;
         this.stats.retries++;
-        await sleepOrThrow(backoff(attempt, RETRY_MS));
+        // The database's Retry-After, when it named one, but never past the last of these calls.
+        const asked = Math.min(err.retryAfterMs ?? 0, Math.max(...live.map((w) => w.deadline)) - Date.now());
+        await sleepOrThrow(Math.max(backoff(attempt, RETRY_MS), asked));
         continue;
       }
+      this.#opts.health?.answered();
       for (const w of live) w.sent = false;
       this.stats.batches++;
       this.stats.writes += live.length;
@@ -250,12 +259,20 @@ export class Committer implements WriteEngine {
     }
   }
 
-  /** One request, abandoned (TimeoutError, outcome unknown) past `requestTimeoutMs`. */
+  /**
+   * One request, abandoned (TimeoutError, outcome unknown) past `requestTimeoutMs`; its connection
+   * is dropped then, so that the next request goes out on a fresh one rather than behind it.
+   */
   #request(stmts: InStatement[]): Promise<ResultSet[]> {
     const ms = this.#opts.requestTimeoutMs;
+    const abandon = new AbortController();
     return new Promise((resolve, reject) => {
-      const due = this.#deadlines.add("request", Date.now() + ms, () => reject(timeoutError(ms)));
-      this.#send(stmts).then(
+      const due = this.#deadlines.add("request", Date.now() + ms, () => {
+        const e = timeoutError(ms);
+        reject(e);
+        abandon.abort(e);
+      });
+      this.#send(stmts, abandon.signal).then(
         (r) => {
           this.#deadlines.end(due);
           resolve(r);
@@ -284,7 +301,7 @@ export class Committer implements WriteEngine {
       new QueueError(
         last?.code === "BUSY" ? "BUSY" : "TIMEOUT",
         `gave up after ${this.#opts.timeoutMs} ms${last ? ` (last error: ${last.message})` : ""}`,
-        { cause: last, outcomeUnknown: w.maybeApplied || w.sent },
+        { cause: last, outcomeUnknown: w.maybeApplied || w.sent, retryAfterMs: last?.retryAfterMs },
       ),
     );
   }

@@ -9,7 +9,8 @@ import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, plainN
 import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
-import { invalid, QueueError, retryable, toQueueError } from "./errors.js";
+import { invalid, isRetryable, QueueError, toQueueError } from "./errors.js";
+import { Health } from "./health.js";
 import { httpUrlOf, httpWriter } from "./hrana.js";
 import { LocalWrites, localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
@@ -95,12 +96,15 @@ export interface Settings {
   idempotencyWindow: number;
 }
 
+/** The default budget of one request to the database, in ms (`requestTimeoutMs`). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
 const DEFAULTS: Settings = {
   name: DEFAULT_QUEUE,
   maxInFlight: 1,
   maxBatchStatements: 800,
   holdMs: 0,
-  requestTimeoutMs: 10_000,
+  requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
   timeoutMs: 30_000,
   maxAttempts: DEFAULT_MAX_ATTEMPTS,
   idempotencyWindow: DEFAULT_IDEMPOTENCY_WINDOW,
@@ -122,6 +126,8 @@ export interface Connection {
   read(stmt: InStatement): Promise<ResultSet>;
   /** A read-only plan, its statements one after the other. */
   readPlan<T>(plan: Plan<T>): Promise<T>;
+  /** What its requests found: outages, and answers after them. */
+  health: Health;
 }
 
 /** Opens `database` (a `file:` path or bare path, `:memory:`, an `http(s)://` or `libsql://` URL) and ensures the schema. */
@@ -190,14 +196,20 @@ function connection(
   o: { ownsClient: boolean; autoKeys: boolean; http: Parameters<typeof httpWriter>[0] | undefined },
 ): Connection {
   const local = localOf(client);
+  const health = new Health();
   const writes: WriteEngine = local
     ? new LocalWrites(local, settings.timeoutMs)
-    : new Committer(client, settings, o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write")));
-  const read = (stmt: InStatement) => readWithRetries(client, stmt, settings);
+    : new Committer(
+        client,
+        { ...settings, health },
+        o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write")),
+      );
+  const read = (stmt: InStatement) => readWithRetries(client, stmt, settings, health);
   return {
     client,
     writes,
     settings,
+    health,
     ownsClient: o.ownsClient,
     autoKeys: o.autoKeys,
     read,
@@ -209,15 +221,19 @@ function connection(
   };
 }
 
-async function readWithRetries(client: Client, stmt: InStatement, s: Settings): Promise<ResultSet> {
+async function readWithRetries(client: Client, stmt: InStatement, s: Settings, health: Health): Promise<ResultSet> {
   const deadline = Date.now() + s.timeoutMs;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await withTimeout(client.execute(stmt), s.requestTimeoutMs);
+      const rs = await withTimeout(client.execute(stmt), s.requestTimeoutMs);
+      health.answered();
+      return rs;
     } catch (e) {
       const err = toQueueError(e);
-      if (!retryable(err) || Date.now() + 10 >= deadline) throw err;
-      await sleepOrThrow(backoff(attempt, RETRY_MS));
+      health.failed(err);
+      const pause = Math.max(backoff(attempt, RETRY_MS), err.retryAfterMs ?? 0);
+      if (!isRetryable(err) || Date.now() + pause >= deadline) throw err;
+      await sleepOrThrow(pause);
     }
   }
 }
@@ -237,13 +253,21 @@ async function ensureSchema(conn: Connection): Promise<void> {
   }
 }
 
+/** The database's own answer that it has no schema of ours (nor of an older version): no tq_meta. */
+const NO_SCHEMA = /\bno such table:\s*(main\.)?tq_meta\b/i;
+
+/**
+ * The schema's version: 0 only on the database's positive answer that it has none (a new database,
+ * or one made by the Python transports). Any other failure (an outage misread, a cut answer) is
+ * thrown as it is: a migration batch goes out only to a database known to need it.
+ */
 async function schemaVersion(conn: Connection): Promise<number> {
   try {
     const rs = await conn.read(READ_SCHEMA_VERSION);
     return Number(rs.rows[0]?.value ?? 0);
   } catch (e) {
-    if (!(e instanceof QueueError) || e.code !== "DATABASE") throw e;
-    return 0; // No tq_meta yet: a new database, or one made by the Python transports.
+    if (e instanceof QueueError && e.code === "DATABASE" && NO_SCHEMA.test(e.message)) return 0;
+    throw e;
   }
 }
 
@@ -290,17 +314,31 @@ function clientConfig(database: string, o: TransportOptions, s: Settings): Confi
   }
   // In Node, keep-alive connections without Nagle's delay (node-fetch.ts); elsewhere the platform's fetch.
   const base = o.fetch ?? nodeFetch() ?? globalThis.fetch;
-  const timeoutFetch = (input: RequestInfo | URL, init?: RequestInit) =>
-    base(input, { ...init, signal: AbortSignal.timeout(s.requestTimeoutMs) });
   if (o.namespace !== undefined) checkNamespace("options.namespace", o.namespace);
   return {
     url,
     authToken: o.authToken,
     syncUrl: o.syncUrl?.replace(/^libsql:/i, "https:"),
     syncInterval: o.syncInterval,
-    fetch: inNamespace(timeoutFetch, o.namespace),
+    fetch: inNamespace(withRequestTimeout(base, s.requestTimeoutMs), o.namespace),
     concurrency: Math.max(20, s.maxInFlight + 8),
   };
+}
+
+/**
+ * `f`, abandoning each request after `ms` (a TimeoutError; its connection is dropped), or sooner
+ * when the caller's own signal aborts: no request to the database waits forever, and none that was
+ * given up on keeps holding a connection.
+ */
+export function withRequestTimeout<F extends (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>>(
+  f: F,
+  ms: number,
+): F {
+  return ((input: RequestInfo | URL, init?: RequestInit) => {
+    const timeout = AbortSignal.timeout(ms);
+    const signal = init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
+    return f(input, { ...init, signal });
+  }) as F;
 }
 
 /** sqld (with `--enable-namespaces`) picks a request's database by this header: the name, in base64 without padding. */

@@ -12,6 +12,7 @@
  * `code: "SERVER_ERROR"`; errors.ts maps them all.
  */
 import type { InStatement, ResultSet, Row } from "@libsql/client";
+import { retryAfterMs } from "./backoff.js";
 
 export interface HttpTarget {
   /** An `http(s)://` URL of a sqld or Turso database. */
@@ -39,13 +40,20 @@ export class HranaError extends Error {
   readonly statementIndex: number | undefined;
   /** The HTTP status, for an answer that was not 200. */
   readonly status: number | undefined;
+  /** The answer's `Retry-After`, in ms, when it had one. */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(message: string, code: string, opts: { statementIndex?: number; status?: number } = {}) {
+  constructor(
+    message: string,
+    code: string,
+    opts: { statementIndex?: number; status?: number; retryAfterMs?: number | undefined } = {},
+  ) {
     super(`${code}: ${message}`);
     this.name = "HranaError";
     this.code = code;
     this.statementIndex = opts.statementIndex;
     this.status = opts.status;
+    this.retryAfterMs = opts.retryAfterMs;
   }
 }
 
@@ -74,7 +82,8 @@ type Cond =
   | { type: "and"; conds: Cond[] }
   | { type: "is_autocommit" };
 
-type Send = (stmts: InStatement[]) => Promise<ResultSet[]>;
+/** Sends one write batch; `signal` abandons it (the write path's request deadline). */
+export type Send = (stmts: InStatement[], signal?: AbortSignal) => Promise<ResultSet[]>;
 
 /**
  * Sends `stmts` as one atomic write batch and returns a result per statement. Hrana 3 over HTTP
@@ -87,11 +96,12 @@ export function httpWriter(target: HttpTarget, fallback?: Send): Send {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
   let v3 = true;
-  return async (stmts: InStatement[]): Promise<ResultSet[]> => {
+  return async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
     if (!v3 && fallback !== undefined) return fallback(stmts);
     const res = await target.fetch(`${base}/v3/pipeline`, {
       method: "POST",
       headers,
+      ...(signal === undefined ? {} : { signal }),
       body: JSON.stringify({
         baton: null,
         requests: [{ type: "batch", batch: { steps: steps(stmts) } }, { type: "close" }],
@@ -110,7 +120,10 @@ export function httpWriter(target: HttpTarget, fallback?: Send): Send {
       } catch {
         // not JSON: keep the text
       }
-      throw new HranaError(`the server answered ${res.status}: ${message}`, "SERVER_ERROR", { status: res.status });
+      throw new HranaError(`the server answered ${res.status}: ${message}`, "SERVER_ERROR", {
+        status: res.status,
+        retryAfterMs: retryAfterMs(res.headers.get("retry-after")),
+      });
     }
     const body = (await res.json()) as {
       results: Array<

@@ -5,6 +5,11 @@
  * `GET <sqldCounterUrl>/?match=<text>[&match=<text>...]` answers how many requests so far held
  * every one of those texts (counted from the first time that question was asked).
  *
+ * Faults: `POST <sqldControlUrl>/inject` puts one between the Worker and its sqld; `faultSqldUrl`
+ * is another way to the same sqld, for the library inside workerd, under `faultControlUrl`
+ * (scripts/support/proxy.ts `controlProxy`); `sqldAdminUrl` blocks the database as Turso blocks one
+ * over its quota.
+ *
  * It also runs a push consumer on 127.0.0.1 (`consumerUrl`): a POST to `<consumerUrl>/<path>` is
  * recorded and answered 200 (or `/status-<code>/...`: that status); `GET <consumerLogUrl>/?path=/<path>`
  * answers what that path received (raw bodies and signatures, in arrival order).
@@ -12,7 +17,7 @@
 import { createServer } from "node:http";
 import type { TestProject } from "vitest/node";
 import { startConsumer } from "../../scripts/support/consumer.js";
-import { startProxy } from "../../scripts/support/proxy.js";
+import { controlProxy, startProxy } from "../../scripts/support/proxy.js";
 import { startSqld } from "../../scripts/support/sqld.js";
 import { sqldNamespaces } from "../../src/core/databases.js";
 
@@ -25,7 +30,7 @@ import type {} from "./provided.js";
 export const MAPPED = ["emails", "orders", "spare", ...[0, 1, 2, 3].map((i) => `billing--${i}`)];
 
 export default async function setup(project: TestProject) {
-  const [sqld, ns] = await Promise.all([startSqld(), startSqld({ namespaces: true })]);
+  const [sqld, ns] = await Promise.all([startSqld({ admin: true }), startSqld({ namespaces: true })]);
   const provider = sqldNamespaces({ url: ns.url, adminUrl: ns.adminUrl as string });
   const map = Object.fromEntries(await Promise.all(MAPPED.map(async (n) => [n, await provider.create(n)] as const)));
   project.provide("workerQueueDatabases", JSON.stringify(map));
@@ -62,10 +67,20 @@ export default async function setup(project: TestProject) {
   project.provide("consumerLogUrl", `http://127.0.0.1:${typeof logAddr === "object" && logAddr ? logAddr.port : 0}`);
   project.provide("workerSqldUrl", proxy.url);
   project.provide("sqldCounterUrl", `http://127.0.0.1:${port}`);
+  // Faults between the Worker's writer and its sqld, and a second way in for the library inside
+  // workerd (test/worker/outages.test.ts), each with its control (scripts/support/proxy.ts).
+  const control = await controlProxy(proxy);
+  const faulty = await startProxy(sqld.port);
+  const faultyControl = await controlProxy(faulty);
+  project.provide("sqldControlUrl", control.url);
+  project.provide("faultSqldUrl", faulty.url);
+  project.provide("faultControlUrl", faultyControl.url);
+  project.provide("sqldAdminUrl", sqld.adminUrl as string);
   return async () => {
     await new Promise<void>((resolve) => counter.close(() => resolve()));
     await new Promise<void>((resolve) => log.close(() => resolve()));
     await consumer.close();
+    await Promise.all([control.close(), faultyControl.close(), faulty.close()]);
     await proxy.close();
     await Promise.all([sqld.stop(), ns.stop()]);
   };

@@ -10,5 +10,12 @@ declare module "vitest" {
     /** QUEUE_DATABASES: a static map of namespaces on a second sqld (emails, orders, spare, billing--0..3). */
     workerQueueDatabases: string;
     nsSqldUrl: string;
+    /** The control of the proxy between the Worker and its sqld (scripts/support/proxy.ts controlProxy). */
+    sqldControlUrl: string;
+    /** Another proxy to the same sqld, for the library inside workerd, and its control. */
+    faultSqldUrl: string;
+    faultControlUrl: string;
+    /** The admin API of the Worker's sqld (to block its writes as Turso blocks a database over quota). */
+    sqldAdminUrl: string;
   }
 }

@@ -80,7 +80,15 @@ export function runCalls(t: LibsqlTransport, calls: Call[]): Promise<Outcome<unk
 
 export type Outcome<T> =
   | { ok: T }
-  | { error: { code: string; message: string; field: string | undefined; outcomeUnknown: boolean } };
+  | {
+      error: {
+        code: string;
+        message: string;
+        field: string | undefined;
+        outcomeUnknown: boolean;
+        retryAfterMs?: number | undefined;
+      };
+    };
 
 /** Runs `f`, answering its error as a value. */
 export async function outcome<T>(f: () => Promise<T>): Promise<Outcome<T>> {
@@ -93,7 +101,15 @@ export async function outcome<T>(f: () => Promise<T>): Promise<Outcome<T>> {
 
 function failed(e: unknown): Extract<Outcome<never>, { error: unknown }> {
   const q = toQueueError(e);
-  return { error: { code: q.code, message: q.message, field: q.field, outcomeUnknown: q.outcomeUnknown } };
+  return {
+    error: {
+      code: q.code,
+      message: q.message,
+      field: q.field,
+      outcomeUnknown: q.outcomeUnknown,
+      ...(q.retryAfterMs === undefined ? {} : { retryAfterMs: q.retryAfterMs }),
+    },
+  };
 }
 
 /** The value, or the writer's error thrown again as a QueueError (which the app maps to its status). */
@@ -104,6 +120,10 @@ export function unwrap<T>(o: Outcome<T>): T {
 
 /** A failed outcome's error, as the QueueError it was. */
 export function errorFrom(o: { error: Extract<Outcome<never>, { error: unknown }>["error"] }): QueueError {
-  const { code, message, field, outcomeUnknown } = o.error;
-  return new QueueError(code as QueueErrorCode, message, { ...(field === undefined ? {} : { field }), outcomeUnknown });
+  const { code, message, field, outcomeUnknown, retryAfterMs } = o.error;
+  return new QueueError(code as QueueErrorCode, message, {
+    ...(field === undefined ? {} : { field }),
+    outcomeUnknown,
+    retryAfterMs,
+  });
 }

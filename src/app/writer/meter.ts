@@ -1,7 +1,8 @@
 /**
  * A writer's counters, for `/metrics` and the dashboard's charts: what went through its transport
  * (messages published, acked, nacked, dead-lettered, released; claim-to-ack times as a histogram),
- * what its pusher delivered, and a sample of the queue's state each `sampleMs` while it is active
+ * what its pusher delivered, its database's health (requests failed by outage, recoveries; each
+ * outage's start and end also logged once), and a sample of the queue's state each `sampleMs` while it is active
  * (the last `keep` of them: an hour at the default minute). Kept where it outlives the writer (the
  * Durable Object's storage, saved a second after each change), so that an eviction loses nothing.
  *
@@ -9,6 +10,7 @@
  * (a write through the writer, a look at the history): an idle queue costs nothing, and its chart
  * carries its last known state forward.
  */
+import type { HealthEvent } from "../../core/health.js";
 import { internalsOf } from "../../core/internals.js";
 import type { LibsqlTransport } from "../../core/transport.js";
 import type { QueueHistory, QueueSample } from "../../core/types.js";
@@ -24,6 +26,12 @@ export interface Counters {
   released: number;
   pushed: number;
   pushFailures: number;
+  /** Requests to the database that failed with an outage, by code (src/core/health.ts). */
+  dbUnavailable: number;
+  dbTimeouts: number;
+  dbBlocked: number;
+  /** Times the database answered again after failing. */
+  dbRecoveries: number;
 }
 
 /** The counters and the claim-to-ack histogram: what `/metrics` reports of a writer. */
@@ -48,7 +56,19 @@ export interface MeterStore {
 }
 
 const empty = (): MeterSnapshot => ({
-  counters: { published: 0, acked: 0, nacked: 0, deadLettered: 0, released: 0, pushed: 0, pushFailures: 0 },
+  counters: {
+    published: 0,
+    acked: 0,
+    nacked: 0,
+    deadLettered: 0,
+    released: 0,
+    pushed: 0,
+    pushFailures: 0,
+    dbUnavailable: 0,
+    dbTimeouts: 0,
+    dbBlocked: 0,
+    dbRecoveries: 0,
+  },
   held: { counts: Array(HELD_BUCKETS.length + 1).fill(0), sum: 0, count: 0 },
   samples: [],
 });
@@ -80,7 +100,7 @@ export class Meter {
   #saveTimer: ReturnType<typeof setTimeout> | undefined;
   #saving: Promise<void> | undefined;
   #sampling: Promise<void> | undefined;
-  readonly #off: () => void;
+  readonly #off: Array<() => void>;
 
   constructor(queue: LibsqlTransport, o: { store?: MeterStore | undefined; sampleMs: number; keep?: number }) {
     this.#queue = queue;
@@ -88,29 +108,50 @@ export class Meter {
     this.#sampleMs = o.sampleMs;
     this.#keep = o.keep ?? SAMPLES_KEPT;
     this.loaded = this.#load();
-    this.#off = internalsOf(queue).onCount((e) => {
-      const c = this.#snapshot.counters;
-      switch (e.kind) {
-        case "published":
-          c.published += e.count;
-          break;
-        case "claimed":
-          c.deadLettered += e.deadLettered;
-          break;
-        case "acked":
-          c.acked++;
-          if (e.heldSeconds !== undefined) this.#held(e.heldSeconds);
-          break;
-        case "nacked":
-          c.nacked++;
-          if (e.deadLettered) c.deadLettered++;
-          break;
-        case "released":
-          c.released++;
-          break;
-      }
-      this.#changed();
-    });
+    const internals = internalsOf(queue);
+    this.#off = [
+      internals.onCount((e) => {
+        const c = this.#snapshot.counters;
+        switch (e.kind) {
+          case "published":
+            c.published += e.count;
+            break;
+          case "claimed":
+            c.deadLettered += e.deadLettered;
+            break;
+          case "acked":
+            c.acked++;
+            if (e.heldSeconds !== undefined) this.#held(e.heldSeconds);
+            break;
+          case "nacked":
+            c.nacked++;
+            if (e.deadLettered) c.deadLettered++;
+            break;
+          case "released":
+            c.released++;
+            break;
+        }
+        this.#changed();
+      }),
+      internals.conn.health.on((e) => this.#health(e)),
+    ];
+  }
+
+  /** The database failed a request, or answered again: counted, and each outage's start and end logged once. */
+  #health(e: HealthEvent): void {
+    const c = this.#snapshot.counters;
+    if (e.kind === "failed") {
+      if (e.code === "TIMEOUT") c.dbTimeouts++;
+      else if (e.code === "BLOCKED") c.dbBlocked++;
+      else c.dbUnavailable++;
+      if (e.first) console.warn(`writer: the database is failing (${e.message}); calls retry until their deadlines`);
+    } else {
+      c.dbRecoveries++;
+      console.warn(
+        `writer: the database answers again, after ${e.failures} failed request(s) over ${(e.downMs / 1000).toFixed(1)} s`,
+      );
+    }
+    this.#saveSoon();
   }
 
   /** A push delivery's answer: acked or kept (2xx), or a failure that is retried. */
@@ -145,7 +186,7 @@ export class Meter {
 
   /** Writes what is unsaved now, and stops counting. */
   async stop(): Promise<void> {
-    this.#off();
+    for (const off of this.#off) off();
     await this.#save();
   }
 

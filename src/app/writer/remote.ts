@@ -300,9 +300,17 @@ function settle(pending: Pending[], outcomes: Outcome<unknown>[]): void {
   });
 }
 
-/** A writer that did not answer: the call may have been applied before the answer was lost. */
+/**
+ * A writer that did not answer: the call may have been applied before the answer was lost. One the
+ * runtime refused as overloaded applied nothing: BUSY, to retry a moment later.
+ */
 function writerGone(e: unknown): QueueError {
   if (e instanceof QueueError) return e;
+  if ((e as { overloaded?: unknown } | null)?.overloaded === true) {
+    return new QueueError("BUSY", "the queue's writer is overloaded; nothing was applied (retry in a moment)", {
+      retryAfterMs: 1000,
+    });
+  }
   console.error("the queue's writer did not answer:", toQueueError(e).message);
   return new QueueError(
     "UNAVAILABLE",
