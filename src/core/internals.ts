@@ -7,7 +7,7 @@
 import type { Connection } from "./connect.js";
 
 /** A write that may have made a message deliverable. */
-export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge";
+export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge" | "settings";
 
 type ChangeListener = (change: Change, seq?: number) => void;
 

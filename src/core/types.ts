@@ -33,6 +33,22 @@ export interface PublishOptions {
   traceparent?: string;
   /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
   delay?: number;
+  /**
+   * One message alone: store nothing while a message with this key waits unclaimed in the queue
+   * (answer its seq instead); once that one is claimed, the next publish with the key is stored.
+   */
+  singletonKey?: string;
+  /** With `singletonKey`: replace the waiting message's event with this one. */
+  replace?: boolean;
+}
+
+/** What a publish did (`publishSingleton`). */
+export interface PublishResult {
+  seq: number;
+  /** A message with its singleton key was waiting: nothing new was stored, `seq` is that message's. */
+  deduplicated: boolean;
+  /** …and its event was replaced by this publish's. */
+  replaced: boolean;
 }
 
 export interface NackResult {
@@ -172,4 +188,56 @@ export interface SubscriptionInput {
   visibility?: number | undefined;
   /** The signing secret to use (16-256 visible ASCII); absent: drawn at creation, kept on update. */
   signingSecret?: string | undefined;
+}
+
+/**
+ * A group's rate: at most `limit` claims per `period` seconds, started `period / limit` apart, of
+ * which `burst` (default 1) may start back to back after a quiet spell: a token bucket of `burst`
+ * tokens, one refilled every `period / limit` seconds. Messages over it wait; none is dropped.
+ */
+export interface RateLimit {
+  limit: number;
+  period: number;
+  burst?: number;
+}
+
+/** A queue's flow settings: what applies to each of its groups unless the group has its own. */
+export interface QueueFlow {
+  /** Leases a group may hold at once (1: one message in flight per group). */
+  groupConcurrency: number;
+  /** Each group's rate; null: none. */
+  groupRate: RateLimit | null;
+  /** Nothing is delivered (claims, long polls, pushes); publishes are still accepted. */
+  paused: boolean;
+}
+
+/** What applies to one group: its own settings, and the queue's where it has none. */
+export interface GroupFlow {
+  groupId: string;
+  /** Its own settings (absent: the queue's apply); `rate: null` is "no rate", whatever the queue's. */
+  own: { concurrency?: number; rate?: RateLimit | null; paused?: boolean };
+  concurrency: number;
+  rate: RateLimit | null;
+  /** Its own pause. */
+  paused: boolean;
+  /** The queue's pause (which holds every group). */
+  queuePaused: boolean;
+  /** When its rate lets its next claim go, while it holds it back (epoch seconds, database clock); else null. */
+  rateLimitedUntil: number | null;
+}
+
+/** A group's settings as given: what is absent stays as it was. */
+export interface GroupFlowInput {
+  concurrency?: number;
+  /** null: no rate for this group, whatever the queue's. */
+  rate?: RateLimit | null;
+  paused?: boolean;
+}
+
+/** A queue's flow settings as given: what is absent stays as it was. */
+export interface QueueFlowInput {
+  groupConcurrency?: number;
+  /** null: no rate. */
+  groupRate?: RateLimit | null;
+  paused?: boolean;
 }

@@ -7,4 +7,5 @@ export * from "./leases.js";
 export * from "./plan.js";
 export * from "./publish.js";
 export * from "./queues.js";
+export * from "./settings.js";
 export * from "./subscriptions.js";
