@@ -51,7 +51,12 @@ export function catalogOf(config: Config, home: LibsqlTransport): QueueCatalog {
     defaultLocationHint: config.locationHint,
     open: async (db) => {
       const { transport, close } = await openDatabase(db, config);
-      return { stats: () => transport.stats(), close };
+      return {
+        stats: () => transport.stats(),
+        queueSettings: () => transport.queueSettings(),
+        setQueue: (patch) => transport.setQueue(patch),
+        close,
+      };
     },
   });
 }

@@ -23,7 +23,7 @@ import {
   setLocationHintPlan,
 } from "./sql/index.js";
 import type { LibsqlTransport } from "./transport.js";
-import type { QueueStats } from "./types.js";
+import type { QueueFlow, QueueFlowInput, QueueStats } from "./types.js";
 import { checkCount } from "./validate.js";
 
 export type QueueInfo = QueueRow;
@@ -35,9 +35,11 @@ export interface QueueSettings {
   locationHint?: string | undefined;
 }
 
-/** Something that can count a database's messages (a transport over it). */
+/** Something that can count a database's messages (a transport over it), and read or set its flow settings. */
 interface StatsSource {
   stats(): Promise<QueueStats>;
+  queueSettings?(): Promise<QueueFlow>;
+  setQueue?(patch: QueueFlowInput): Promise<QueueFlow>;
   close?(): void;
 }
 
@@ -152,6 +154,25 @@ export class QueueCatalog {
     const removed = await this.#write(removeQueuePlan(name));
     await Promise.all(queue.databases.map((_, i) => this.#provider.drop(shardDatabaseName(name, i, queue.shards))));
     return removed;
+  }
+
+  /**
+   * A queue's flow settings, after `patch` is applied to every shard (when given): each shard keeps
+   * its own copy, so that its claims read them in their own batch.
+   */
+  async settingsOf(q: QueueInfo, patch?: QueueFlowInput): Promise<QueueFlow> {
+    const all = await Promise.all(
+      q.databases.map(async (db) => {
+        const t = await this.#open(db);
+        try {
+          if (t.setQueue === undefined || t.queueSettings === undefined) throw new Error("no flow settings here");
+          return patch === undefined ? await t.queueSettings() : await t.setQueue(patch);
+        } finally {
+          t.close?.();
+        }
+      }),
+    );
+    return all[0] as QueueFlow;
   }
 
   /** Where a queue's messages are: each shard's stats, added up. */

@@ -7,11 +7,20 @@
  * (./connect.ts: options, clients, the write engine, the schema). What only the Worker's writer
  * needs (hearing of writes, subscriptions) is in ./internals.ts.
  */
-import { DEAD_LETTER_PAGE, GROUPS_PAGE, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH, PEEK_PAGE, PURGE_CHUNK } from "../rules.js";
+import {
+  DEAD_LETTER_PAGE,
+  GROUPS_PAGE,
+  MAX_CLAIM_BATCH,
+  MAX_PUBLISH_BATCH,
+  PEEK_PAGE,
+  PURGE_CHUNK,
+  scheduleNameProblem,
+} from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
+import { checkSchedule, runSchedules, type ScheduleRun, scheduleOf, tickAfter } from "./schedules.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
 import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
@@ -29,6 +38,8 @@ import type {
   QueueFlow,
   QueueFlowInput,
   QueueStats,
+  Schedule,
+  ScheduleInput,
 } from "./types.js";
 import {
   checkBoolean,
@@ -358,6 +369,57 @@ export class LibsqlTransport {
   }
 
   // -------------------------------------------------------------------------------------------
+  // schedules
+
+  /**
+   * Makes or replaces the schedule `name`: `input.event` published into `input.groupId` on each tick
+   * of `input.cron` (five fields, UTC or `input.timeZone`) or every `input.every` seconds. Something
+   * must fire it: the Worker's writer does on its alarm; without it, call `runSchedules()` from a
+   * Cron Trigger or a timer.
+   */
+  async putSchedule(name: string, input: ScheduleInput): Promise<Schedule & { created: boolean }> {
+    const s = checkSchedule(name, input);
+    const now = await this.#conn.readPlan(sql.clockPlan());
+    const nextAt = s.paused ? null : tickAfter(s, now);
+    const { schedule, created } = await this.#write(sql.putSchedulePlan({ ...s, nextAt }), true);
+    this.#internals.schedulesChanged();
+    return { ...scheduleOf(schedule), created };
+  }
+
+  /** Every schedule, by name, with its next tick. */
+  async schedules(): Promise<Schedule[]> {
+    return (await this.#conn.readPlan(sql.listSchedulesPlan())).map(scheduleOf);
+  }
+
+  /** One schedule, or null. */
+  async schedule(name: string): Promise<Schedule | null> {
+    const row = await this.#conn.readPlan(sql.getSchedulePlan(checkScheduleName(name)));
+    return row === undefined ? null : scheduleOf(row);
+  }
+
+  /** Deletes a schedule; false when there was none. */
+  async deleteSchedule(name: string): Promise<boolean> {
+    const deleted = await this.#write(sql.deleteSchedulePlan(checkScheduleName(name)), true);
+    this.#internals.schedulesChanged();
+    return deleted;
+  }
+
+  /**
+   * Publishes each due schedule's latest tick, once however many call this at the same time, and
+   * answers how many ticks it published and when the next one is due (epoch seconds, the
+   * database's clock): call it from a Cron Trigger or a timer when the Worker does not run it.
+   */
+  async runSchedules(): Promise<ScheduleRun> {
+    const run = await runSchedules({
+      readPlan: (p) => this.#conn.readPlan(p),
+      writePlan: (p) => this.#write(p, true),
+      publish: (g, e, p, o) => this.publish(g, e, p, o),
+    });
+    if (run.published > 0) this.#internals.counted({ kind: "scheduled", count: run.published });
+    return run;
+  }
+
+  // -------------------------------------------------------------------------------------------
   // dead letters, stats, lifecycle
 
   /** A page of dead letters in seq order (pass the last one's seq as `afterSeq` for the next). */
@@ -478,6 +540,12 @@ function leaseRef(lease: Lease | string): sql.LeaseRef {
   const ref = sql.parseLeaseId(id);
   if (!ref) throw invalid("lease", "is not a lease id of this queue");
   return ref;
+}
+
+function checkScheduleName(name: unknown): string {
+  const problem = scheduleNameProblem(name);
+  if (problem !== undefined) throw invalid("name", problem);
+  return name as string;
 }
 
 function singletonOf(options: PublishOptions): sql.Singleton | undefined {

@@ -74,6 +74,12 @@ export interface QueueStats {
   /** Groups with messages. */
   groups: number;
   deadLetters: number;
+  /** The queue is paused (a sharded queue: every shard is). */
+  paused: boolean;
+  /** Groups paused by their own setting. */
+  pausedGroups: number;
+  /** Groups waiting for their rate right now. */
+  rateLimitedGroups: number;
   /** The database's clock, epoch seconds. */
   now: number;
   /**
@@ -240,4 +246,37 @@ export interface QueueFlowInput {
   /** null: no rate. */
   groupRate?: RateLimit | null;
   paused?: boolean;
+}
+
+/** A schedule as given (`putSchedule`): a cron expression or an interval, not both. */
+export interface ScheduleInput {
+  groupId: string;
+  event: unknown;
+  priority?: number;
+  /** Five fields (minute hour day-of-month month day-of-week), in UTC unless `timeZone` says otherwise. */
+  cron?: string;
+  /** An IANA time zone for `cron` (`Europe/Paris`). */
+  timeZone?: string;
+  /** Seconds between ticks (at least 1), counted from the epoch: `60` ticks on every whole minute. */
+  every?: number;
+  /** A paused schedule publishes nothing; resumed, it goes on from its next tick. */
+  paused?: boolean;
+}
+
+/** A schedule, with its next tick. */
+export interface Schedule {
+  name: string;
+  groupId: string;
+  event: unknown;
+  priority: number;
+  cron: string | null;
+  timeZone: string | null;
+  every: number | null;
+  paused: boolean;
+  /** Its next tick (epoch seconds), or null while paused. */
+  nextAt: number | null;
+  /** Its last tick published, or null. */
+  lastAt: number | null;
+  /** Ticks it published. */
+  runs: number;
 }

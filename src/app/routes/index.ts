@@ -7,6 +7,8 @@ import { ack, extend, nack, release } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { metrics } from "./metrics.js";
 import { QUEUE_ROUTES } from "./queues.js";
+import { SCHEDULE_ROUTES } from "./schedules.js";
+import { SETTINGS_ROUTES } from "./settings.js";
 import { groups, history, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
 
@@ -29,6 +31,8 @@ export const API_ROUTES: readonly RouteSpec[] = [
   listDeadLetters,
   redrive,
   deleteDeadLetter,
+  ...SETTINGS_ROUTES,
+  ...SCHEDULE_ROUTES,
   ...QUEUE_ROUTES,
   metrics,
 ];

@@ -24,6 +24,8 @@ export interface Counters {
   released: number;
   pushed: number;
   pushFailures: number;
+  /** Schedule ticks published. */
+  scheduled: number;
 }
 
 /** The counters and the claim-to-ack histogram: what `/metrics` reports of a writer. */
@@ -48,7 +50,16 @@ export interface MeterStore {
 }
 
 const empty = (): MeterSnapshot => ({
-  counters: { published: 0, acked: 0, nacked: 0, deadLettered: 0, released: 0, pushed: 0, pushFailures: 0 },
+  counters: {
+    published: 0,
+    acked: 0,
+    nacked: 0,
+    deadLettered: 0,
+    released: 0,
+    pushed: 0,
+    pushFailures: 0,
+    scheduled: 0,
+  },
   held: { counts: Array(HELD_BUCKETS.length + 1).fill(0), sum: 0, count: 0 },
   samples: [],
 });
@@ -107,6 +118,9 @@ export class Meter {
           break;
         case "released":
           c.released++;
+          break;
+        case "scheduled":
+          c.scheduled += e.count;
           break;
       }
       this.#changed();
