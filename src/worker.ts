@@ -27,6 +27,7 @@ import { perRequestTransports, sharedTransports } from "./app/transports.js";
 import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
 import { databaseRef, type Outcome, outcome, unwrap, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
+import { ScheduleClock } from "./app/writer/schedules.js";
 import type { Database } from "./core/databases.js";
 import type { QueueInfo } from "./core/queues.js";
 import { shardLease } from "./core/shard.js";
@@ -55,6 +56,8 @@ const METER_KEY = "meter";
 export class QueueWriter extends DurableObject<WorkerBindings> implements WriterPort {
   readonly #transports = sharedTransports();
   #pusher: Pusher | undefined;
+  /** Fires its database's schedules on the alarm (shared with the pusher). */
+  #clock: ScheduleClock | undefined;
   /** The database this writer serves, and which shard of its queue it is: named by the edge, kept in storage for its alarm. */
   #database: Database | undefined;
   #shard: ShardOf | undefined;
@@ -128,6 +131,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     this.#retired = true;
     this.#pusher?.stop();
     this.#pusher = undefined;
+    this.#clock?.stop();
+    this.#clock = undefined;
     await this.#meter?.stop();
     this.#meter = undefined;
     // Its database went away: a queue made again under the name gets a new one, named afresh.
@@ -158,7 +163,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       this.#shard = kept?.shard;
     }
     await this.#queue(parsed.config, this.#database, this.#shard);
-    await this.#pusher?.wake();
+    await Promise.all([this.#pusher?.wake(), this.#clock?.tick()]);
   }
 
   async #queue(config: Config, database: Database | undefined, shard?: ShardOf): Promise<LibsqlTransport> {
@@ -186,6 +191,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       attachMeter(queue, this.#meter);
     }
     if (this.#pusher === undefined && !this.#retired) {
+      this.#clock = new ScheduleClock(queue, this.ctx.storage);
+      void this.#clock.tick();
       const shardOf = this.#shard;
       this.#pusher = new Pusher(queue, {
         recheckMs: config.recheckMs,
@@ -193,7 +200,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
         ...(shardOf && shardOf.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shardOf) } : {}),
         maxConnections: config.pushConnections,
         delivered: (ok) => this.#meter?.pushed(ok),
-        wakeAt: (at) => this.ctx.storage.setAlarm(at),
+        wakeAt: (this.#clock as ScheduleClock).wakeAt,
       });
       void this.#pusher.wake();
     }
