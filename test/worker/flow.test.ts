@@ -195,7 +195,8 @@ it("singleton and replace under 32 concurrent publishers of one key", async () =
   expect(replaced.every((a) => a.body.replaced === true && a.body.seq === first[0]?.body.seq)).toBe(true);
   const peek = await api<T.PeekAnswer>("/v1/groups/sync/messages");
   expect(peek.body.messages).toHaveLength(1);
-  expect((peek.body.messages[0]?.event as { i: number }).i).toBeGreaterThanOrEqual(100);
+  expect((peek.body.messages[0] as T.QueuedMessage).event).toMatchObject({ i: expect.any(Number) });
+  expect(((peek.body.messages[0] as T.QueuedMessage).event as { i: number }).i).toBeGreaterThanOrEqual(100);
   // Claimed: the key is free again.
   expect((await claim("w")).body.leases).toHaveLength(1);
   expect((await send(999)).status).toBe(201);
