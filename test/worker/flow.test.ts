@@ -8,6 +8,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import type * as T from "../../src/contract/types.js";
 import worker from "../../src/worker.js";
+import { scrape } from "../support/prometheus.js";
 import { waitFor } from "../support/wait.js";
 import { api, db, EMPTY, post, resetDatabase, rowCounts, writer } from "./support.js";
 
@@ -121,6 +122,7 @@ it("a paused queue delivers nothing (claims, long polls, pushes) until resumed; 
   await writer().wake();
   expect(await received()).toEqual([]);
   expect((await api<T.Stats>("/v1/stats")).body).toMatchObject({ paused: true, ready: 1 });
+  expect(scrape((await api("/metrics")).text).value("turso_queue_paused", { queue: "default" })).toBe(1);
 
   // Resumed: the push goes out without anything else happening.
   expect((await api<T.QueueSettings>("/v1/settings", { method: "PUT", json: { paused: false } })).body.paused).toBe(
@@ -135,6 +137,9 @@ it("a paused queue delivers nothing (claims, long polls, pushes) until resumed; 
   await post("/v1/groups/slow/messages", { event: "held" });
   await post("/v1/groups/fast/messages", { event: "goes" });
   expect((await claim("w", { max: 10 })).body.leases?.map((l) => l.event)).toEqual(["goes"]);
+  const m = scrape((await api("/metrics")).text);
+  expect(m.value("turso_queue_paused", { queue: "default" })).toBe(0);
+  expect(m.value("turso_queue_paused_groups", { queue: "default" })).toBe(1);
   const waiting = claim("w", { wait: 10 });
   await new Promise((r) => setTimeout(r, 200));
   expect((await api<T.GroupSettingsAnswer>("/v1/groups/slow", { method: "DELETE" })).body.paused).toBe(false);
@@ -176,6 +181,8 @@ it("an every-second schedule publishes once per tick, whoever fires it at once (
   for (let i = 1; i < ticks.length; i++) expect((ticks[i] as number) - (ticks[i - 1] as number)).toBe(1);
   const listed = await api<T.ScheduleList>("/v1/schedules");
   expect(listed.body.schedules[0]).toMatchObject({ name: "tick", runs: ticks.length });
+  const m = scrape((await api("/metrics")).text);
+  expect(m.value("turso_queue_schedule_runs_total", { queue: "default" })).toBeGreaterThanOrEqual(ticks.length);
   expect((await api("/v1/schedules/tick", { method: "DELETE" })).status).toBe(204);
   expect((await api("/v1/schedules/tick", { method: "DELETE" })).status).toBe(404);
 });

@@ -49,6 +49,7 @@ it("counts publishes, acks, nacks, dead letters and releases; buckets claim-to-a
     released: 1,
     pushed: 0,
     pushFailures: 0,
+    scheduled: 0,
   });
   expect(r.held.count).toBe(1);
   expect(r.held.counts).toHaveLength(HELD_BUCKETS.length + 1);
