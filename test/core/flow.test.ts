@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { clientOf } from "../../src/core/internals.js";
 import { type Lease, type LibsqlTransport, QueueError } from "../../src/index.js";
-import { checkInvariants, targets } from "../support/db.js";
+import { checkInvariants, targets, tempFile } from "../support/db.js";
 
 /** Messages started before an earlier message of their group ever was (its publish order broken). */
 const OUT_OF_ORDER = `SELECT m.seq FROM messages m WHERE m.tq_attempts IS NOT NULL
@@ -238,5 +238,47 @@ describe.each(targets)("flow control on $name", (target) => {
     expect(await t.queueSettings()).toEqual({ groupConcurrency: 1, groupRate: null, paused: false });
     expect((await t.groupSettings("g")).own).toEqual({});
     expect((await clientOf(t).execute("SELECT count(*) AS n FROM tq_settings")).rows[0]?.n).toBe(0);
+  });
+});
+
+describe("flow control on a sharded queue", () => {
+  it("sets the queue's settings on every shard, a group's and a schedule's on its group's shard", async () => {
+    const q = await ShardedQueue.open([`file:${tempFile()}`, `file:${tempFile()}`]);
+    try {
+      expect(await q.setQueue({ groupConcurrency: 2, paused: true })).toMatchObject({
+        groupConcurrency: 2,
+        paused: true,
+      });
+      const groups = Array.from({ length: 8 }, (_, i) => `g${i}`);
+      for (const g of groups) await q.publishMany([0, 1, 2].map((i) => ({ groupId: g, event: `${g}-${i}` })));
+      expect(await q.claimMany("w", 30, 100)).toEqual([]);
+      await q.setQueue({ paused: false });
+      const got = await q.claimMany("w", 30, 100);
+      // Two per group, on every shard.
+      expect(got).toHaveLength(16);
+      await q.setGroup("g0", { paused: true });
+      expect((await q.groupSettings("g0")).paused).toBe(true);
+      expect((await q.groupSettings("g1")).paused).toBe(false);
+      const s = await q.putSchedule("nightly", {
+        groupId: "g3",
+        event: "report",
+        cron: "0 2 * * *",
+        timeZone: "Europe/Paris",
+      });
+      expect(s).toMatchObject({ created: true, groupId: "g3" });
+      expect(s.nextAt).toBeGreaterThan(Date.now() / 1000);
+      expect((await q.schedules()).map((x) => x.name)).toEqual(["nightly"]);
+      // Moved to another group's shard: still one.
+      await q.putSchedule("nightly", { groupId: "g4", event: "report", every: 3600 });
+      expect((await q.schedules()).map((x) => x.groupId)).toEqual(["g4"]);
+      const single = await q.publishSingleton("g5", "once", 0, { singletonKey: "k" });
+      expect(await q.publishSingleton("g5", "twice", 0, { singletonKey: "k" })).toMatchObject({
+        seq: single.seq,
+        deduplicated: true,
+      });
+      expect(await q.deleteSchedule("nightly")).toBe(true);
+    } finally {
+      q.close();
+    }
   });
 });
