@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { clientOf } from "../../src/core/internals.js";
-import { type Lease, type LibsqlTransport, QueueError } from "../../src/index.js";
+import { type Lease, type LibsqlTransport, QueueError, ShardedQueue } from "../../src/index.js";
 import { checkInvariants, targets, tempFile } from "../support/db.js";
 
 /** Messages started before an earlier message of their group ever was (its publish order broken). */
