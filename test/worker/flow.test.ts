@@ -229,7 +229,7 @@ it("hostile settings are 400 naming the field, and change nothing", async () => 
     ["/v1/schedules/s", "PUT", { group_id: "g", event: 1, every: 5, cron: "* * * * *" }, "cron"],
     ["/v1/schedules/s", "PUT", { group_id: "g", event: 1, cron: "* * * * *", time_zone: "Mars/Base" }, "time_zone"],
     ["/v1/schedules/s", "PUT", { group_id: "g", event: 1, every: 5, extra: 1 }, '"extra"'],
-    ["/v1/groups/g/messages", "POST", { event: 1, replace: true }, "options.replace"],
+    ["/v1/groups/g/messages", "POST", { event: 1, replace: true }, "replace"],
   ];
   for (const [path, method, json, field] of refused) {
     const res = await api(path, { method, json });

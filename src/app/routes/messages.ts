@@ -11,6 +11,7 @@ import {
 import type * as T from "../../contract/types.js";
 import { publishInputFromWire } from "../../contract/wire.js";
 import type { AppEnv } from "../context.js";
+import { badRequest } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
 export const publishOne = defineRoute({
@@ -71,7 +72,8 @@ handle(messages, publishOne, async (c) => {
   const { "Idempotency-Key": key, traceparent } = c.req.valid("header");
   const options = { idempotencyKey: key, delay, traceparent };
   const queue = await c.var.queue();
-  if (singleton_key === undefined && replace === undefined) {
+  if (singleton_key === undefined && replace !== undefined) throw badRequest("replace", "needs singleton_key");
+  if (singleton_key === undefined) {
     const seq = await queue.publish(group_id, event, priority ?? 0, options);
     return c.json({ seq } satisfies T.PublishAnswer, 201);
   }
