@@ -378,3 +378,43 @@ export function queueAllowed(patterns: readonly string[] | undefined, queue: str
 
 /** A key's life at creation, in whole seconds. */
 export const expiresInProblem = (v: unknown) => integerProblem(v, 1, KEYS.maxExpiresIn);
+
+// flow control: a group's concurrency and rate, pauses, schedules, singleton publishes
+
+/** Leases one group may hold at once (1, the default, is one message in flight per group). */
+export const MAX_GROUP_CONCURRENCY = 1000;
+
+/**
+ * A group's rate: at most `limit` claims per `period` seconds, spaced `period / limit` apart, of
+ * which `burst` (default 1, at most `limit`) may go back to back after a quiet spell (a token
+ * bucket of `burst` tokens refilled one per `period / limit` seconds).
+ */
+export const RATE = { maxLimit: 100_000, defaultBurst: 1 } as const;
+
+/** A concurrency: 1 to MAX_GROUP_CONCURRENCY leases at once. */
+export const concurrencyProblem = (v: unknown) => integerProblem(v, 1, MAX_GROUP_CONCURRENCY);
+
+/** A schedule's name: as a subscription's. */
+export const scheduleNameProblem = subscriptionNameProblem;
+
+/** A schedule's interval (`every`), in seconds: at least 1. */
+export function everyProblem(v: unknown): string | undefined {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 1 || v > MAX_SECONDS) {
+    return `must be a number of seconds from 1 to ${MAX_SECONDS}, got ${describe(v)}`;
+  }
+  return undefined;
+}
+
+/** A singleton key: an id (it names one waiting message of the queue at a time). */
+export const singletonKeyProblem = idProblem;
+
+/** An IANA time zone (`Europe/Paris`), as the runtime's Intl knows them. */
+export function timeZoneProblem(v: unknown): string | undefined {
+  if (typeof v !== "string" || v.length === 0 || v.length > 64) return `must be an IANA time zone, got ${describe(v)}`;
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: v });
+    return undefined;
+  } catch {
+    return `must be an IANA time zone such as "Europe/Paris", got ${describe(v)}`;
+  }
+}

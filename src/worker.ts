@@ -26,6 +26,7 @@ import { dispatcherFor } from "./app/writer/dispatcher.js";
 import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
 import { Pusher } from "./app/writer/pusher.js";
 import { type CatalogCall, WAIT_PATH, type WaitAnswer, type WaitBody, type Writer } from "./app/writer/remote.js";
+import { ScheduleClock } from "./app/writer/schedules.js";
 import type { Database } from "./core/databases.js";
 import { keyRingOf } from "./core/keys.js";
 import { catalogStoreOf } from "./core/queues.js";
@@ -54,6 +55,8 @@ const METER_KEY = "meter";
 export class QueueWriter extends DurableObject<WorkerBindings> implements Writer {
   readonly #transports = sharedTransports();
   #pusher: Pusher | undefined;
+  /** Fires its database's schedules on the alarm (shared with the pusher). */
+  #clock: ScheduleClock | undefined;
   /** The database this writer serves, and which shard of its queue it is: named by the edge, kept in storage for its alarm. */
   #target: WriterTarget | undefined;
   #retired = false;
@@ -139,6 +142,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     this.#retired = true;
     this.#pusher?.stop();
     this.#pusher = undefined;
+    this.#clock?.stop();
+    this.#clock = undefined;
     await this.#meter?.stop();
     this.#meter = undefined;
     // Its database went away: a queue made again under the name gets a new one, named afresh.
@@ -172,7 +177,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       database: kept?.database ?? databaseRef(parsed.config.database),
       shard: kept?.shard ?? { index: 0, count: 1 },
     });
-    await this.#pusher?.wake();
+    await Promise.all([this.#pusher?.wake(), this.#clock?.tick()]);
   }
 
   /** The transport of the database the edge names (the one this writer is named after), with its pusher and meter. */
@@ -200,6 +205,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       attachMeter(queue, this.#meter);
     }
     if (this.#pusher === undefined) {
+      this.#clock = new ScheduleClock(queue, this.ctx.storage);
+      void this.#clock.tick();
       const shard: ShardOf = this.#target.shard;
       this.#pusher = new Pusher(queue, {
         recheckMs: config.recheckMs,
@@ -207,7 +214,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
         ...(shard.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shard) } : {}),
         maxConnections: config.pushConnections,
         delivered: (ok) => this.#meter?.pushed(ok),
-        wakeAt: (at) => this.ctx.storage.setAlarm(at),
+        wakeAt: (this.#clock as ScheduleClock).wakeAt,
       });
       void this.#pusher.wake();
     }

@@ -25,6 +25,8 @@ import { messages } from "./routes/messages.js";
 import { service } from "./routes/metrics.js";
 import { pages } from "./routes/pages.js";
 import { queues } from "./routes/queues.js";
+import { schedules } from "./routes/schedules.js";
+import { settings } from "./routes/settings.js";
 import { inspect } from "./routes/stats.js";
 import { subscriptions } from "./routes/subscriptions.js";
 import type { MeterReading } from "./writer/meter.js";
@@ -138,6 +140,8 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
   app.route("/", groupMessages);
   app.route("/", deadLetters);
   app.route("/", subscriptions);
+  app.route("/", settings);
+  app.route("/", schedules);
   app.route("/", queues);
   app.route("/", keys);
   app.route("/", service);

@@ -39,6 +39,7 @@ const COUNTERS: Array<[name: string, key: keyof Counters, help: string]> = [
     "dbRecoveries",
     "Times the database answered the writer again after failing.",
   ],
+  ["turso_queue_schedule_runs_total", "scheduled", "Schedule ticks published (each once, whoever fired it)."],
 ];
 
 /** The writer's requests to its database that failed with an outage, by code (src/core/health.ts). */
@@ -71,6 +72,13 @@ export function prometheusText(queues: QueueMetrics[]): string {
     "Seconds the oldest message has waited, since its publish or since it came due (0 when none).",
   );
   for (const q of read) line("turso_queue_oldest_age_seconds", { queue: q.name }, q.stats.oldestAge ?? 0);
+
+  family("turso_queue_paused", "gauge", "1 while the queue is paused (nothing is delivered).");
+  for (const q of read) line("turso_queue_paused", { queue: q.name }, q.stats.paused ? 1 : 0);
+  family("turso_queue_paused_groups", "gauge", "Groups paused by a setting of their own.");
+  for (const q of read) line("turso_queue_paused_groups", { queue: q.name }, q.stats.pausedGroups ?? 0);
+  family("turso_queue_rate_limited_groups", "gauge", "Groups whose rate holds their next message back right now.");
+  for (const q of read) line("turso_queue_rate_limited_groups", { queue: q.name }, q.stats.rateLimitedGroups ?? 0);
 
   const kept = queues.filter((q) => q.readings.length > 0).map((q) => ({ name: q.name, r: addReadings(q.readings) }));
   for (const [name, key, help] of COUNTERS) {

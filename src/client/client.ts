@@ -17,15 +17,22 @@ import { consumed, traced, traceparentOf } from "../core/telemetry.js";
 import type {
   ApiKey,
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   KeyGrant,
   Lease,
   NackResult,
   PublishInput,
+  PublishResult,
   QueueDescription,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueHistory,
   QueueStats,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
   Subscription,
@@ -48,11 +55,13 @@ import type {
 import { Audit, type AuditOptions, type AuditPage } from "./resources/audit.js";
 import { Claims } from "./resources/claims.js";
 import { DeadLetters } from "./resources/dead-letters.js";
+import { Flow } from "./resources/flow.js";
 import { Inspect } from "./resources/inspect.js";
 import { type CreatedKey, type KeyInput, Keys } from "./resources/keys.js";
 import { Leases } from "./resources/leases.js";
 import { Messages } from "./resources/messages.js";
 import { type ListedQueue, Queues, type QueueWithStats, queueSegment } from "./resources/queues.js";
+import { Schedules } from "./resources/schedules.js";
 import { Subscriptions } from "./resources/subscriptions.js";
 
 const DEFAULTS = { timeoutMs: 30_000, retries: 4, maxClaimWait: MAX_CLAIM_WAIT };
@@ -73,6 +82,8 @@ export class QueueClient {
   readonly #queues: Queues;
   readonly #keys: Keys;
   readonly #audit: Audit;
+  readonly #flow: Flow;
+  readonly #schedules: Schedules;
   readonly #options: ClientOptions;
 
   constructor(options: ClientOptions) {
@@ -125,6 +136,8 @@ export class QueueClient {
     this.#queues = new Queues(engine);
     this.#keys = new Keys(engine);
     this.#audit = new Audit(engine);
+    this.#flow = new Flow(engine);
+    this.#schedules = new Schedules(engine);
   }
 
   /** A client of the named queue `name`, with this client's options (`default`: the default queue). */
@@ -323,6 +336,63 @@ export class QueueClient {
   /** Deletes a subscription (no delivery starts after it); false when there was none. */
   unsubscribe(name: string, options: CallOptions = {}): Promise<boolean> {
     return this.#subscriptions.unsubscribe(name, options);
+  }
+
+  // flow control and schedules (this client's queue)
+
+  /**
+   * Publishes with a singleton key (`options.singletonKey`): nothing is stored while a message with
+   * that key waits unclaimed; the answer says so (`deduplicated`, and `replaced` with `options.replace`).
+   */
+  publishSingleton(
+    groupId: string,
+    event: unknown,
+    priority?: number,
+    options: PublishCallOptions & { singletonKey?: string; replace?: boolean } = {},
+  ): Promise<PublishResult> {
+    return traced("send", { name: "publish", destination: this.name }, (span) =>
+      this.#messages.publishSingleton(groupId, event, priority, withTrace(options, span) as typeof options),
+    );
+  }
+
+  /** The queue's flow settings: each group's concurrency and rate, and whether the queue is paused. */
+  queueSettings(options: CallOptions = {}): Promise<QueueFlow> {
+    return this.#flow.queueSettings(options);
+  }
+
+  /** Changes the queue's flow settings (what is given; the rest stays). `{ paused: true }` pauses it. */
+  setQueue(settings: QueueFlowInput, options: CallOptions = {}): Promise<QueueFlow> {
+    return this.#flow.setQueue(settings, options);
+  }
+
+  /** What applies to a group: its own settings and the queue's. */
+  groupSettings(groupId: string, options: CallOptions = {}): Promise<GroupFlow> {
+    return this.#flow.groupSettings(groupId, options);
+  }
+
+  /** Sets a group's own concurrency, rate or pause, over the queue's. */
+  setGroup(groupId: string, settings: GroupFlowInput, options: CallOptions = {}): Promise<GroupFlow> {
+    return this.#flow.setGroup(groupId, settings, options);
+  }
+
+  /** Drops a group's own settings: the queue's apply again. */
+  resetGroup(groupId: string, options: CallOptions = {}): Promise<GroupFlow> {
+    return this.#flow.resetGroup(groupId, options);
+  }
+
+  /** Makes or replaces a schedule: `event` into `groupId` on each tick of `cron` or every `every` seconds. */
+  putSchedule(name: string, input: ScheduleInput, options: CallOptions = {}): Promise<Schedule & { created: boolean }> {
+    return this.#schedules.put(name, input, options);
+  }
+
+  /** The schedules, with their next tick. */
+  schedules(options: CallOptions = {}): Promise<Schedule[]> {
+    return this.#schedules.list(options);
+  }
+
+  /** Deletes a schedule; false when there was none. */
+  deleteSchedule(name: string, options: CallOptions = {}): Promise<boolean> {
+    return this.#schedules.delete(name, options);
   }
 
   // named queues (everyone's, whatever queue this client serves)

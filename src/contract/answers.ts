@@ -5,7 +5,20 @@ import { count, epochSeconds, leaseId, seq } from "./kit.js";
 
 export const Health = v.object({ status: v.literal("ok") });
 
-export const PublishAnswer = v.object({ seq });
+export const PublishAnswer = v.object({
+  seq,
+  deduplicated: v.optional(
+    v.pipe(
+      v.boolean(),
+      v.description(
+        "With `singleton_key`: true when a message with the key was waiting, so nothing new was stored and `seq` is that message's.",
+      ),
+    ),
+  ),
+  replaced: v.optional(
+    v.pipe(v.boolean(), v.description("With `replace`: the waiting message's event was replaced by this one.")),
+  ),
+});
 
 export const PublishBatchAnswer = v.object({
   seqs: v.pipe(v.array(seq), v.description("The messages' seqs, in the order they were sent.")),
@@ -100,6 +113,11 @@ export const Stats = v.object({
   ),
   groups: count("Groups holding at least one message."),
   dead_letters: count("Messages moved to the dead letters after their last attempt (see /v1/dead-letters)."),
+  paused: v.optional(
+    v.pipe(v.boolean(), v.description("The queue is paused: nothing is delivered, publishes are accepted.")),
+  ),
+  paused_groups: v.optional(count("Groups paused by a setting of their own.")),
+  rate_limited_groups: v.optional(count("Groups whose rate holds their next message back right now.")),
   now: epochSeconds("The database's clock, epoch seconds: compare `expires_at` with it, not with yours."),
   oldest_age: v.pipe(
     v.nullable(v.number()),
@@ -256,6 +274,26 @@ export const SubscriptionList = v.object({
   subscriptions: v.pipe(v.array(Subscription), v.description("By name; secrets are only answered by the PUT.")),
 });
 
+export const RateAnswer = v.object({
+  limit: v.pipe(v.number(), v.integer(), v.description("Claims per `period`.")),
+  period: v.pipe(v.number(), v.description("Seconds.")),
+  burst: v.pipe(v.number(), v.integer(), v.description("Claims that may go back to back after a quiet spell.")),
+});
+
+/** A queue's flow settings. */
+export const QueueSettings = v.object({
+  group_concurrency: v.pipe(
+    v.number(),
+    v.integer(),
+    v.description("Leases each group may hold at once (1: one message in flight per group)."),
+  ),
+  group_rate: v.pipe(v.nullable(RateAnswer), v.description("Each group's rate; null: none.")),
+  paused: v.pipe(
+    v.boolean(),
+    v.description("Nothing is delivered (claims, long polls, pushes); publishes are accepted."),
+  ),
+});
+
 export const Queue = v.object({
   name: v.pipe(v.string(), v.description("The queue's name.")),
   shards: v.pipe(v.number(), v.integer(), v.minValue(1), v.description("The databases it spreads over.")),
@@ -266,10 +304,11 @@ export const Queue = v.object({
   ),
 });
 
-/** The PUT's answer: the queue, and whether this request made it. */
+/** The PUT's answer: the queue, whether this request made it, and its flow settings. */
 export const QueueAnswer = v.object({
   ...Queue.entries,
   created: v.pipe(v.boolean(), v.description("True when this request made it; false when it was there already.")),
+  settings: v.optional(QueueSettings),
 });
 
 /** A queue and its counts, added up over its shards. */
@@ -307,3 +346,51 @@ export const PushDelivery = v.object({
   ...leaseFields,
   subscription: v.pipe(v.string(), v.description("The subscription that delivered it.")),
 });
+
+export const QueueWithSettings = v.object({ ...QueueWithStats.entries, settings: QueueSettings });
+
+export const GroupSettingsAnswer = v.object({
+  group_id: v.string(),
+  own: v.pipe(
+    v.object({
+      concurrency: v.optional(v.number()),
+      rate: v.optional(v.nullable(RateAnswer)),
+      paused: v.optional(v.boolean()),
+    }),
+    v.description(
+      "The group's own settings (what is absent is the queue's); `rate: null` is no rate, whatever the queue's.",
+    ),
+  ),
+  concurrency: v.pipe(v.number(), v.integer(), v.description("What applies: its own, else the queue's.")),
+  rate: v.pipe(v.nullable(RateAnswer), v.description("What applies: its own, else the queue's.")),
+  paused: v.pipe(v.boolean(), v.description("Paused by its own setting.")),
+  queue_paused: v.pipe(v.boolean(), v.description("Its queue is paused (which holds every group).")),
+  rate_limited_until: v.pipe(
+    v.nullable(v.number()),
+    v.description("While its rate holds its next message back: when it lets it go (epoch seconds); else null."),
+  ),
+});
+
+export const Schedule = v.object({
+  name: v.string(),
+  group_id: v.string(),
+  event: v.pipe(v.unknown(), v.description("What each tick publishes.")),
+  priority: v.pipe(v.number(), v.integer()),
+  cron: v.pipe(v.nullable(v.string()), v.description("Five fields, or null for `every`.")),
+  time_zone: v.pipe(v.nullable(v.string()), v.description("The cron's IANA time zone; null: UTC.")),
+  every: v.pipe(v.nullable(v.number()), v.description("Seconds between ticks, or null for `cron`.")),
+  paused: v.boolean(),
+  next_at: v.pipe(
+    v.nullable(v.number()),
+    v.description("Its next tick (epoch seconds, the database's clock); null while paused."),
+  ),
+  last_at: v.pipe(v.nullable(v.number()), v.description("Its last tick published; null if none yet.")),
+  runs: count("Ticks it published."),
+});
+
+export const ScheduleAnswer = v.object({
+  ...Schedule.entries,
+  created: v.pipe(v.boolean(), v.description("True when this request made it; false when it replaced one.")),
+});
+
+export const ScheduleList = v.object({ schedules: v.pipe(v.array(Schedule), v.description("By name.")) });

@@ -8,12 +8,14 @@ import {
   DEAD_LETTER_PAGE,
   DEFAULT_IDEMPOTENCY_WINDOW,
   DEFAULT_QUEUE,
+  everyProblem,
   GROUPS_PAGE,
   LOCATION_HINTS,
   locationHintProblem,
   MAX_CLAIM_ACKS,
   MAX_CLAIM_BATCH,
   MAX_CLAIM_WAIT,
+  MAX_GROUP_CONCURRENCY,
   MAX_PUBLISH_BATCH,
   MAX_SETTLE_BATCH,
   MAX_SHARDS,
@@ -21,13 +23,16 @@ import {
   pushUrlProblem,
   QUEUE_NAME,
   queueNameProblem,
+  RATE,
   SETTLE_ACTIONS,
   SETTLE_DELAY_PROBLEM,
   SIGNING_SECRET,
   SUBSCRIPTION,
+  scheduleNameProblem,
   settleActionProblem,
   signingSecretProblem,
   subscriptionNameProblem,
+  timeZoneProblem,
   traceparentProblem,
   waitProblem,
   workerIdProblem,
@@ -85,6 +90,17 @@ export const PublishBody = object({
     ),
   ),
   delay: v.optional(delay),
+  singleton_key: v.optional(
+    id(
+      "Store nothing while a message with this key waits unclaimed in the queue (whatever its group): answer its seq with `deduplicated: true`. Once it is claimed, the next publish with the key is stored anew. On a sharded queue, per shard (use the key with one group).",
+    ),
+  ),
+  replace: v.optional(
+    v.pipe(
+      v.boolean("must be true or false"),
+      v.description("With `singleton_key`: replace the waiting message's event with this one (`replaced: true`)."),
+    ),
+  ),
 });
 
 export const BatchMessage = object({
@@ -256,25 +272,6 @@ export const QueuePath = object({
   ),
 });
 
-export const QueueBody = object({
-  shards: v.optional(
-    integer(
-      1,
-      MAX_SHARDS,
-      `Databases the queue spreads over (1 to ${MAX_SHARDS}, default 1): a group lives on one, by a hash of its id. Fixed once the queue exists (a group's messages must not split): make a new queue and drain this one to change it.`,
-    ),
-  ),
-  location_hint: v.optional(
-    v.pipe(
-      v.string(ruleMessage(locationHintProblem)),
-      ruleCheck<string>(locationHintProblem),
-      v.description(
-        `Where the queue's writers should run, next to its databases' primary: one of ${LOCATION_HINTS.join(", ")} (a Durable Object location hint; the Worker's QUEUE_LOCATION_HINT by default).`,
-      ),
-    ),
-  ),
-});
-
 export const QueueDeleteQuery = object(
   {
     force: v.optional(
@@ -323,3 +320,126 @@ export const GroupsQuery = object(
   },
   "query parameter",
 );
+
+const concurrency = (description: string) => integer(1, MAX_GROUP_CONCURRENCY, description);
+
+/** A rate: `{limit, period, burst?}`. */
+const Rate = object({
+  limit: integer(1, RATE.maxLimit, `Claims per \`period\` (1 to ${RATE.maxLimit.toLocaleString("en-US")}).`),
+  period: seconds("> 0", "Seconds (at most 366 days)."),
+  burst: v.optional(
+    integer(
+      1,
+      RATE.maxLimit,
+      "How many may go back to back after a quiet spell (1 to `limit`, default 1): a token bucket of `burst` tokens refilled one per `period / limit` seconds.",
+    ),
+  ),
+});
+
+const rate = (description: string) =>
+  v.pipe(
+    Rate,
+    v.check((r) => r.burst === undefined || r.burst <= r.limit, "burst must be at most limit"),
+    v.description(description),
+  );
+
+/** The flow settings a queue's PUT may carry besides `shards` and `location_hint`. */
+export const QueueFlowFields = {
+  group_concurrency: v.optional(
+    concurrency(
+      `Leases each group may hold at once, 1 (default: one message in flight per group) to ${MAX_GROUP_CONCURRENCY}, handed out in publish order (completion order is then the handlers').`,
+    ),
+  ),
+  group_rate: v.optional(
+    v.nullable(
+      rate(
+        "At most `limit` claims per group per `period` seconds, started `period / limit` apart (`burst` back to back after a quiet spell); messages over it wait, never dropped. null: no rate.",
+      ),
+    ),
+  ),
+  paused: v.optional(
+    v.pipe(
+      v.boolean("must be true or false"),
+      v.description(
+        "true: nothing is delivered (claims, long polls, pushes), publishes are still accepted; false: resume.",
+      ),
+    ),
+  ),
+};
+
+export const GroupSettingsPath = object({ group_id: id("The group.") });
+
+export const GroupSettingsBody = object({
+  concurrency: v.optional(
+    concurrency(`Leases this group may hold at once (1 to ${MAX_GROUP_CONCURRENCY}), over the queue's.`),
+  ),
+  rate: v.optional(v.nullable(rate("This group's rate, over the queue's; null: none, whatever the queue's."))),
+  paused: v.optional(
+    v.pipe(v.boolean("must be true or false"), v.description("true: this group delivers nothing until resumed.")),
+  ),
+});
+
+export const SchedulePath = object({
+  name: v.pipe(
+    v.string(ruleMessage(scheduleNameProblem)),
+    v.regex(SUBSCRIPTION.name, ruleMessage(scheduleNameProblem)),
+    v.description("1 to 64 of A-Z, a-z, 0-9, `_` and `-`."),
+  ),
+});
+
+export const ScheduleBody = v.pipe(
+  object({
+    group_id: id("The group each tick publishes into."),
+    event,
+    priority: v.optional(priority("The group's priority if a tick creates it (default 0).")),
+    cron: v.optional(
+      v.pipe(
+        v.string("must be a string of five fields"),
+        v.maxLength(256, "must be a string of five fields"),
+        v.description(
+          "Five fields: minute hour day-of-month month day-of-week (`*/5 * * * *`), in UTC unless `time_zone`.",
+        ),
+      ),
+    ),
+    time_zone: v.optional(
+      v.pipe(
+        v.string(ruleMessage(timeZoneProblem)),
+        ruleCheck<string>(timeZoneProblem),
+        v.description("An IANA time zone for `cron` (`Europe/Paris`)."),
+      ),
+    ),
+    every: v.optional(
+      v.pipe(
+        v.number(ruleMessage(everyProblem)),
+        ruleCheck<number>(everyProblem),
+        v.description("Seconds between ticks (at least 1), counted from the epoch: 60 ticks on every whole minute."),
+      ),
+    ),
+    paused: v.optional(
+      v.pipe(v.boolean("must be true or false"), v.description("A paused schedule publishes nothing.")),
+    ),
+  }),
+  v.description(
+    "Either `cron` or `every`. Each tick is published once (an idempotency key per schedule and tick), whoever fires it; after downtime, one catch-up tick.",
+  ),
+);
+
+export const QueueBody = object({
+  ...QueueFlowFields,
+  shards: v.optional(
+    integer(
+      1,
+      MAX_SHARDS,
+      `Databases the queue spreads over (1 to ${MAX_SHARDS}, default 1): a group lives on one, by a hash of its id. Fixed once the queue exists (a group's messages must not split): make a new queue and drain this one to change it.`,
+    ),
+  ),
+  location_hint: v.optional(
+    v.pipe(
+      v.string(ruleMessage(locationHintProblem)),
+      ruleCheck<string>(locationHintProblem),
+      v.description(
+        `Where the queue's writers should run, next to its databases' primary: one of ${LOCATION_HINTS.join(", ")} (a Durable Object location hint; the Worker's QUEUE_LOCATION_HINT by default).`,
+      ),
+    ),
+  ),
+});

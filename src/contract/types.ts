@@ -27,6 +27,8 @@ export type DeadLetterQuery = InferInput<typeof s.DeadLetterQuery>;
 export type GroupsQuery = InferInput<typeof s.GroupsQuery>;
 /** Query parameters of `GET /v1/groups/{group_id}/messages`. */
 export type PeekQuery = InferInput<typeof s.PeekQuery>;
+export type GroupSettingsRequest = InferInput<typeof s.GroupSettingsBody>;
+export type ScheduleRequest = InferInput<typeof s.ScheduleBody>;
 
 // answers
 export type Health = InferOutput<typeof s.Health>;
@@ -69,6 +71,13 @@ export type WhoAmI = InferOutput<typeof s.WhoAmI>;
 export type AuditQuery = InferInput<typeof s.AuditQuery>;
 export type AuditEntry = InferOutput<typeof s.AuditEntry>;
 export type AuditPage = InferOutput<typeof s.AuditPage>;
+export type RateAnswer = InferOutput<typeof s.RateAnswer>;
+export type QueueSettings = InferOutput<typeof s.QueueSettings>;
+export type QueueWithSettings = InferOutput<typeof s.QueueWithSettings>;
+export type GroupSettingsAnswer = InferOutput<typeof s.GroupSettingsAnswer>;
+export type Schedule = InferOutput<typeof s.Schedule>;
+export type ScheduleAnswer = InferOutput<typeof s.ScheduleAnswer>;
+export type ScheduleList = InferOutput<typeof s.ScheduleList>;
 /** What a push subscription's consumer receives: the body of each POST to its URL. */
 export type PushDelivery = InferOutput<typeof s.PushDelivery>;
 /** Every error: `{ "error": { "code", "message" } }`. */

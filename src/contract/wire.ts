@@ -8,14 +8,21 @@ import type {
   ApiKey,
   AuditEntry,
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   KeyGrant,
   Lease,
   PublishInput,
   QueueDescription,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueHistory,
   QueueStats,
+  RateLimit,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
   Subscription,
@@ -98,6 +105,9 @@ export function statsToWire(s: QueueStats): W.Stats {
     delayed: s.delayed,
     groups: s.groups,
     dead_letters: s.deadLetters,
+    paused: s.paused,
+    paused_groups: s.pausedGroups,
+    rate_limited_groups: s.rateLimitedGroups,
     now: s.now,
     oldest_age: s.oldestAge,
     lag: s.lag.map((l) => ({ group_id: l.groupId, age: l.age })),
@@ -113,6 +123,9 @@ export function statsFromWire(w: W.Stats): QueueStats {
     delayed: w.delayed,
     groups: w.groups,
     deadLetters: w.dead_letters,
+    paused: w.paused ?? false,
+    pausedGroups: w.paused_groups ?? 0,
+    rateLimitedGroups: w.rate_limited_groups ?? 0,
     now: w.now,
     // An API older than these fields answers neither.
     oldestAge: w.oldest_age ?? null,
@@ -356,4 +369,130 @@ export const auditEntryFromWire = (w: W.AuditEntry): AuditEntry => ({
   action: w.action,
   queue: w.queue ?? undefined,
   detail: w.detail ?? undefined,
+});
+
+const rateToWire = (r: RateLimit | null): W.RateAnswer | null =>
+  r === null ? null : { limit: r.limit, period: r.period, burst: r.burst ?? 1 };
+
+/** A rate as a request sends it (burst only where given). */
+export const rateInputToWire = (r: RateLimit | null) =>
+  r === null ? null : { limit: r.limit, period: r.period, ...(r.burst === undefined ? {} : { burst: r.burst }) };
+
+export const queueSettingsToWire = (q: QueueFlow): W.QueueSettings => ({
+  group_concurrency: q.groupConcurrency,
+  group_rate: rateToWire(q.groupRate),
+  paused: q.paused,
+});
+
+export const queueSettingsFromWire = (w: W.QueueSettings): QueueFlow => ({
+  groupConcurrency: w.group_concurrency,
+  groupRate: w.group_rate,
+  paused: w.paused,
+});
+
+/** A queue's flow settings as a PUT sends them; absent fields stay absent. */
+export function queueFlowInputToWire(
+  q: QueueFlowInput,
+): Pick<W.QueueRequest, "group_concurrency" | "group_rate" | "paused"> {
+  return {
+    ...(q.groupConcurrency === undefined ? {} : { group_concurrency: q.groupConcurrency }),
+    ...(q.groupRate === undefined ? {} : { group_rate: rateInputToWire(q.groupRate) }),
+    ...(q.paused === undefined ? {} : { paused: q.paused }),
+  };
+}
+
+export const queueFlowInputFromWire = (w: W.QueueRequest): QueueFlowInput => ({
+  ...(w.group_concurrency === undefined ? {} : { groupConcurrency: w.group_concurrency }),
+  ...(w.group_rate === undefined ? {} : { groupRate: w.group_rate }),
+  ...(w.paused === undefined ? {} : { paused: w.paused }),
+});
+
+export const groupFlowToWire = (g: GroupFlow): W.GroupSettingsAnswer => ({
+  group_id: g.groupId,
+  own: {
+    ...(g.own.concurrency === undefined ? {} : { concurrency: g.own.concurrency }),
+    ...(g.own.rate === undefined ? {} : { rate: rateToWire(g.own.rate) }),
+    ...(g.own.paused === undefined ? {} : { paused: g.own.paused }),
+  },
+  concurrency: g.concurrency,
+  rate: rateToWire(g.rate),
+  paused: g.paused,
+  queue_paused: g.queuePaused,
+  rate_limited_until: g.rateLimitedUntil,
+});
+
+export const groupFlowFromWire = (w: W.GroupSettingsAnswer): GroupFlow => ({
+  groupId: w.group_id,
+  own: {
+    ...(w.own.concurrency === undefined ? {} : { concurrency: w.own.concurrency }),
+    ...(w.own.rate === undefined ? {} : { rate: w.own.rate }),
+    ...(w.own.paused === undefined ? {} : { paused: w.own.paused }),
+  },
+  concurrency: w.concurrency,
+  rate: w.rate,
+  paused: w.paused,
+  queuePaused: w.queue_paused,
+  rateLimitedUntil: w.rate_limited_until,
+});
+
+export const groupFlowInputToWire = (g: GroupFlowInput): W.GroupSettingsRequest => ({
+  ...(g.concurrency === undefined ? {} : { concurrency: g.concurrency }),
+  ...(g.rate === undefined ? {} : { rate: rateInputToWire(g.rate) }),
+  ...(g.paused === undefined ? {} : { paused: g.paused }),
+});
+
+export const groupFlowInputFromWire = (w: W.GroupSettingsRequest): GroupFlowInput => ({
+  ...(w.concurrency === undefined ? {} : { concurrency: w.concurrency }),
+  ...(w.rate === undefined ? {} : { rate: w.rate }),
+  ...(w.paused === undefined ? {} : { paused: w.paused }),
+});
+
+export const scheduleToWire = (s: Schedule): W.Schedule => ({
+  name: s.name,
+  group_id: s.groupId,
+  event: s.event,
+  priority: s.priority,
+  cron: s.cron,
+  time_zone: s.timeZone,
+  every: s.every,
+  paused: s.paused,
+  next_at: s.nextAt,
+  last_at: s.lastAt,
+  runs: s.runs,
+});
+
+export const scheduleFromWire = (w: W.Schedule): Schedule => ({
+  name: w.name,
+  groupId: w.group_id,
+  event: w.event,
+  priority: w.priority,
+  cron: w.cron,
+  timeZone: w.time_zone,
+  every: w.every,
+  paused: w.paused,
+  nextAt: w.next_at,
+  lastAt: w.last_at,
+  runs: w.runs,
+});
+
+export function scheduleInputToWire(s: ScheduleInput): W.ScheduleRequest {
+  return {
+    group_id: s.groupId,
+    event: s.event,
+    ...(s.priority === undefined ? {} : { priority: s.priority }),
+    ...(s.cron === undefined ? {} : { cron: s.cron }),
+    ...(s.timeZone === undefined ? {} : { time_zone: s.timeZone }),
+    ...(s.every === undefined ? {} : { every: s.every }),
+    ...(s.paused === undefined ? {} : { paused: s.paused }),
+  };
+}
+
+export const scheduleInputFromWire = (w: W.ScheduleRequest): ScheduleInput => ({
+  groupId: w.group_id,
+  event: w.event,
+  ...(w.priority === undefined ? {} : { priority: w.priority }),
+  ...(w.cron === undefined ? {} : { cron: w.cron }),
+  ...(w.time_zone === undefined ? {} : { timeZone: w.time_zone }),
+  ...(w.every === undefined ? {} : { every: w.every }),
+  ...(w.paused === undefined ? {} : { paused: w.paused }),
 });

@@ -7,7 +7,7 @@
 import type { Connection } from "./connect.js";
 
 /** A write that may have made a message deliverable. */
-export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge";
+export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge" | "settings";
 
 type ChangeListener = (change: Change, seq?: number) => void;
 
@@ -17,7 +17,8 @@ export type Counted =
   | { kind: "claimed"; count: number; deadLettered: number }
   | { kind: "acked"; heldSeconds: number | undefined }
   | { kind: "nacked"; deadLettered: boolean }
-  | { kind: "released" };
+  | { kind: "released" }
+  | { kind: "scheduled"; count: number };
 type CountListener = (counted: Counted) => void;
 type ExtendListener = (leaseId: string, seq: number, expiresAt: number) => void;
 
@@ -26,6 +27,7 @@ export class Internals {
   readonly #changes = new Set<ChangeListener>();
   readonly #extends = new Set<ExtendListener>();
   readonly #subscriptions = new Set<() => void>();
+  readonly #schedules = new Set<() => void>();
   readonly #counts = new Set<CountListener>();
 
   constructor(conn: Connection) {
@@ -50,6 +52,15 @@ export class Internals {
   /** Calls `listener` after each subscription put or delete through this transport. */
   onSubscriptionsChange(listener: () => void): () => void {
     return on(this.#subscriptions, listener);
+  }
+
+  /** Calls `listener` after each schedule put or delete through this transport (the writer sets its alarm). */
+  onSchedulesChange(listener: () => void): () => void {
+    return on(this.#schedules, listener);
+  }
+
+  schedulesChanged(): void {
+    tell(this.#schedules, "onSchedulesChange");
   }
 
   /** Calls `listener` with what each write through this transport did (messages published, acked, ...). */

@@ -25,6 +25,8 @@
  *   last message goes is deleted.
  */
 
+import { FLOW_ON, FLOW_TRIGGERS } from "./sql/settings.js";
+
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
 const SPEC_TABLES = [
@@ -195,6 +197,89 @@ const KEYS_OBJECTS = [
 ];
 
 /**
+ * Version 8: flow control (src/core/sql/settings.ts says how it works).
+ * - `tq_settings` (the queue's, one row while any setting is in force: the switch) and
+ *   `tq_group_settings` (a row per group with its own): concurrency, rate, pause.
+ * - `groups.tq_until`, `groups.tq_tat`: when its rate lets a rate-held group go again (indexed, so
+ *   that claims find it then without walking the others), and its rate's state. `tq_rates` keeps
+ *   that state while its group's row is gone.
+ * - `messages.tq_singleton`: a singleton publish's key, unique among the messages never claimed
+ *   (a claim takes its message out of that index for free).
+ * - `tq_schedules`: publishes on a clock.
+ * - The three triggers of version 2 run only while the switch is off, their flow-aware twins while
+ *   it is on. Off, they read no more than before (and no trigger is added where none was: the
+ *   first trigger on an insert or a delete costs a row read per row).
+ */
+const FLOW_OBJECTS = [
+  "ALTER TABLE groups ADD COLUMN tq_until REAL",
+  "ALTER TABLE groups ADD COLUMN tq_tat REAL",
+  "ALTER TABLE messages ADD COLUMN tq_singleton TEXT",
+  "CREATE INDEX IF NOT EXISTS tq_groups_until ON groups (tq_until) WHERE tq_until IS NOT NULL",
+  `CREATE UNIQUE INDEX IF NOT EXISTS tq_messages_singleton ON messages (tq_singleton)
+  WHERE tq_singleton IS NOT NULL AND tq_attempts IS NULL`,
+  `CREATE TABLE IF NOT EXISTS tq_settings (
+  id             INTEGER PRIMARY KEY CHECK (id = 1),
+  concurrency    INTEGER,
+  rate_limit     INTEGER,
+  rate_period    REAL,
+  rate_burst     INTEGER,
+  rate_interval  REAL,
+  rate_tolerance REAL,
+  paused         INTEGER,
+  updated_at     REAL NOT NULL
+) WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS tq_group_settings (
+  group_id       TEXT PRIMARY KEY,
+  concurrency    INTEGER,
+  rate_limit     INTEGER,
+  rate_period    REAL,
+  rate_burst     INTEGER,
+  rate_interval  REAL,
+  rate_tolerance REAL,
+  paused         INTEGER,
+  updated_at     REAL NOT NULL
+) WITHOUT ROWID`,
+  "CREATE TABLE IF NOT EXISTS tq_rates (group_id TEXT PRIMARY KEY, tat REAL NOT NULL) WITHOUT ROWID",
+  "CREATE INDEX IF NOT EXISTS tq_rates_tat ON tq_rates (tat)",
+  `CREATE TABLE IF NOT EXISTS tq_schedules (
+  name        TEXT PRIMARY KEY,
+  group_id    TEXT NOT NULL,
+  event       TEXT NOT NULL,
+  priority    INTEGER NOT NULL,
+  cron        TEXT,
+  time_zone   TEXT,
+  every       REAL,
+  paused      INTEGER NOT NULL,
+  next_at     REAL,
+  last_at     REAL,
+  runs        INTEGER NOT NULL,
+  created_at  REAL NOT NULL,
+  updated_at  REAL NOT NULL
+) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS tq_schedules_next ON tq_schedules (next_at) WHERE next_at IS NOT NULL",
+  "DROP TRIGGER IF EXISTS tq_messages_deleted",
+  "DROP TRIGGER IF EXISTS tq_messages_released",
+  "DROP TRIGGER IF EXISTS tq_messages_leased",
+  `CREATE TRIGGER tq_messages_deleted AFTER DELETE ON messages BEGIN
+  DELETE FROM groups WHERE group_id = OLD.group_id
+    AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = OLD.group_id) AND NOT ${FLOW_ON};
+  UPDATE groups SET tq_busy = NULL WHERE group_id = OLD.group_id AND tq_busy IS NOT NULL
+    AND (SELECT locked_by FROM messages WHERE group_id = OLD.group_id ORDER BY seq LIMIT 1) IS NULL
+    AND NOT ${FLOW_ON};
+END`,
+  `CREATE TRIGGER tq_messages_released AFTER UPDATE OF locked_by ON messages
+  WHEN NEW.locked_by IS NULL AND NOT ${FLOW_ON} BEGIN
+  UPDATE groups SET tq_busy = NULL WHERE group_id = NEW.group_id AND tq_busy IS NOT NULL
+    AND (SELECT locked_by FROM messages WHERE group_id = NEW.group_id ORDER BY seq LIMIT 1) IS NULL;
+END`,
+  `CREATE TRIGGER tq_messages_leased AFTER UPDATE OF tq_lease ON messages
+  WHEN NEW.tq_lease IS NOT NULL AND NOT ${FLOW_ON} BEGIN
+  UPDATE groups SET last_claimed_at = NEW.tq_claimed_at, tq_busy = 1 WHERE group_id = NEW.group_id;
+END`,
+  ...FLOW_TRIGGERS,
+];
+
+/**
  * Version 1 kept leases in `tq_deliveries` (one row per leased message), walked every group in
  * round-robin order, and stored every idempotency key with an expiry. Its leases stay valid: a
  * lease id is `<seq>.<token>` in both versions.
@@ -233,6 +318,7 @@ const VERSIONS: Array<{ version: number; steps: string[] }> = [
   { version: 5, steps: [...V5_COLUMNS] },
   { version: 6, steps: [...V6_STEPS] },
   { version: 7, steps: [...KEYS_OBJECTS] },
+  { version: 8, steps: [...FLOW_OBJECTS] },
 ];
 
 export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;

@@ -7,15 +7,22 @@ import { leaseId, MAX_SHARDS, shardedSeq } from "../rules.js";
 import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
 import type {
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   Lease,
   NackResult,
   PublishInput,
   PublishOptions,
+  PublishResult,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueHistory,
   QueueSample,
   QueueStats,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
   Subscription,
@@ -45,6 +52,22 @@ export interface Shard {
   peek<E = unknown>(groupId: string, options?: { limit?: number }): Promise<QueuedMessage<E>[]>;
   purge(groupId: string): Promise<number>;
   nextDueAt?(): Promise<{ next: number | null; now: number }>;
+  publishSingleton?(
+    groupId: string,
+    event: unknown,
+    priority?: number,
+    options?: PublishOptions,
+  ): Promise<PublishResult>;
+  queueSettings?(): Promise<QueueFlow>;
+  setQueue?(settings: QueueFlowInput): Promise<QueueFlow>;
+  groupSettings?(groupId: string): Promise<GroupFlow>;
+  setGroup?(groupId: string, settings: GroupFlowInput): Promise<GroupFlow>;
+  resetGroup?(groupId: string): Promise<GroupFlow>;
+  putSchedule?(name: string, input: ScheduleInput): Promise<Schedule & { created: boolean }>;
+  schedules?(): Promise<Schedule[]>;
+  deleteSchedule?(name: string): Promise<boolean>;
+  /** Fires its due schedules (a transport; a writer fires its own on its alarm). */
+  runSchedules?(): Promise<{ published: number; nextAt: number | null }>;
   /** The samples its writer keeps (the HTTP client's, a writer's; a transport keeps none). */
   history?(): Promise<QueueHistory | undefined>;
   /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
@@ -77,8 +100,18 @@ export function shardLease<E>(l: Lease<E>, shard: ShardOf): Lease<E> {
  * the oldest of theirs, the lag the groups most behind among theirs.
  */
 export function addUp(all: QueueStats[]): QueueStats {
-  const sum = (k: "ready" | "waiting" | "inFlight" | "parked" | "delayed" | "groups" | "deadLetters") =>
-    all.reduce((a, s) => a + s[k], 0);
+  const sum = (
+    k:
+      | "ready"
+      | "waiting"
+      | "inFlight"
+      | "parked"
+      | "delayed"
+      | "groups"
+      | "deadLetters"
+      | "pausedGroups"
+      | "rateLimitedGroups",
+  ) => all.reduce((a, s) => a + (s[k] ?? 0), 0);
   const ages = all.map((s) => s.oldestAge).filter((a): a is number => a !== null);
   const lag = all
     .flatMap((s) => s.lag)
@@ -92,6 +125,9 @@ export function addUp(all: QueueStats[]): QueueStats {
     delayed: sum("delayed"),
     groups: sum("groups"),
     deadLetters: sum("deadLetters"),
+    paused: all.length > 0 && all.every((s) => s.paused),
+    pausedGroups: sum("pausedGroups"),
+    rateLimitedGroups: sum("rateLimitedGroups"),
     now: Math.max(...all.map((s) => s.now)),
     oldestAge: ages.length > 0 ? Math.max(...ages) : null,
     lag,
@@ -239,5 +275,42 @@ export function subscriptionsOf(shard: Shard): ShardSubscriptions {
     put: (name, input) => putSubscription(shard, name, input),
     list: () => listSubscriptions(shard),
     delete: (name) => deleteSubscription(shard, name),
+  };
+}
+
+type Flow = Required<
+  Pick<
+    Shard,
+    | "publishSingleton"
+    | "queueSettings"
+    | "setQueue"
+    | "groupSettings"
+    | "setGroup"
+    | "resetGroup"
+    | "putSchedule"
+    | "schedules"
+    | "deleteSchedule"
+  >
+>;
+
+/** A shard's flow-control and schedule calls (a transport and the HTTP client both have them). */
+export function flowOf(shard: Shard): Flow {
+  const missing = (name: string) => () => {
+    throw new TypeError(`this shard has no ${name}()`);
+  };
+  const bind = <K extends keyof Flow>(k: K): Flow[K] => {
+    const f = shard[k] as ((...args: unknown[]) => unknown) | undefined;
+    return (f === undefined ? missing(k) : (...args: unknown[]) => f.apply(shard, args)) as Flow[K];
+  };
+  return {
+    publishSingleton: bind("publishSingleton"),
+    queueSettings: bind("queueSettings"),
+    setQueue: bind("setQueue"),
+    groupSettings: bind("groupSettings"),
+    setGroup: bind("setGroup"),
+    resetGroup: bind("resetGroup"),
+    putSchedule: bind("putSchedule"),
+    schedules: bind("schedules"),
+    deleteSchedule: bind("deleteSchedule"),
   };
 }

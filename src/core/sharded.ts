@@ -36,6 +36,7 @@ import {
   deadLettersAcross,
   earliestDue,
   firstToAnswer,
+  flowOf,
   mergeGroups,
   type Shard,
   type ShardSubscriptions,
@@ -46,14 +47,20 @@ import type { StoredSubscription } from "./subscriptions.js";
 import { LibsqlTransport, type TransportOptions } from "./transport.js";
 import type {
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   Lease,
   NackResult,
   PublishInput,
   PublishOptions,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueHistory,
   QueueStats,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
   SubscriptionInput,
@@ -351,6 +358,69 @@ export class ShardedQueue {
   /** The earliest due moment across the shards that can tell it. */
   async nextDueAt(): Promise<{ next: number | null; now: number }> {
     return earliestDue(await Promise.all(this.#shards.map((s) => s.nextDueAt?.())));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // flow control and schedules (src/core/shard.ts `flowOf`): the queue's settings on every shard,
+  // a group's and a schedule's on the shard of its group
+
+  async publishSingleton(groupId: string, event: unknown, priority = 0, options: PublishOptions = {}) {
+    const s = this.shardOf(groupId);
+    const got = await flowOf(this.#shards[s] as Shard).publishSingleton(groupId, event, priority, options);
+    return { ...got, seq: shardedSeq.of(got.seq, s, this.#shards.length) };
+  }
+
+  queueSettings(): Promise<QueueFlow> {
+    return flowOf(this.#shards[0] as Shard).queueSettings();
+  }
+
+  async setQueue(settings: QueueFlowInput): Promise<QueueFlow> {
+    const all = await Promise.all(this.#shards.map((s) => flowOf(s).setQueue(settings)));
+    return all[0] as QueueFlow;
+  }
+
+  groupSettings(groupId: string): Promise<GroupFlow> {
+    return flowOf(this.#shards[this.shardOf(groupId)] as Shard).groupSettings(groupId);
+  }
+
+  setGroup(groupId: string, settings: GroupFlowInput): Promise<GroupFlow> {
+    return flowOf(this.#shards[this.shardOf(groupId)] as Shard).setGroup(groupId, settings);
+  }
+
+  resetGroup(groupId: string): Promise<GroupFlow> {
+    return flowOf(this.#shards[this.shardOf(groupId)] as Shard).resetGroup(groupId);
+  }
+
+  /** On its group's shard (whose writer fires it); a copy another shard kept under the name goes. */
+  async putSchedule(name: string, input: ScheduleInput): Promise<Schedule & { created: boolean }> {
+    checkObject("input", input);
+    const home = this.shardOf(input.groupId);
+    const made = await flowOf(this.#shards[home] as Shard).putSchedule(name, input);
+    const elsewhere = await Promise.all(
+      this.#shards.map((s, i) => (i === home ? false : flowOf(s).deleteSchedule(name))),
+    );
+    return { ...made, created: made.created && !elsewhere.some(Boolean) };
+  }
+
+  async schedules(): Promise<Schedule[]> {
+    const all = await Promise.all(this.#shards.map((s) => flowOf(s).schedules()));
+    return all.flat().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async deleteSchedule(name: string): Promise<boolean> {
+    const removed = await Promise.all(this.#shards.map((s) => flowOf(s).deleteSchedule(name)));
+    return removed.some(Boolean);
+  }
+
+  /** Fires every shard's due schedules (where the shards can: transports). */
+  async runSchedules(): Promise<{ published: number; nextAt: number | null }> {
+    const runs = await Promise.all(this.#shards.map((s) => s.runSchedules?.()));
+    const done = runs.filter((r) => r !== undefined);
+    const nexts = done.map((r) => r.nextAt).filter((x): x is number => x !== null);
+    return {
+      published: done.reduce((a, r) => a + r.published, 0),
+      nextAt: nexts.length > 0 ? Math.min(...nexts) : null,
+    };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -15,35 +15,47 @@ import {
   MAX_PUBLISH_BATCH,
   PEEK_PAGE,
   PURGE_CHUNK,
+  scheduleNameProblem,
 } from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
+import { checkSchedule, runSchedules, type ScheduleRun, scheduleOf, tickAfter } from "./schedules.js";
 import { checkSettlements, outcomeOf } from "./settle.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
 import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
 import type {
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   Lease,
   NackResult,
   PublishInput,
   PublishOptions,
+  PublishResult,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueStats,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
 } from "./types.js";
 import {
+  checkBoolean,
   checkCount,
   checkDelay,
+  checkGroupFlow,
   checkId,
   checkInteger,
   checkObject,
   checkPositiveSeconds,
   checkPriority,
+  checkQueueFlow,
   checkSeq,
   checkWorkerId,
   encodeEvent,
@@ -54,6 +66,8 @@ export type { ClientOptions, TransportOptions } from "./connect.js";
 export class LibsqlTransport {
   readonly #conn: Connection;
   readonly #internals: Internals;
+  /** Flow settings were in force at the last publish (its batch then wakes the groups it fills). */
+  #flow = false;
 
   private constructor(conn: Connection) {
     this.#conn = conn;
@@ -86,18 +100,39 @@ export class LibsqlTransport {
   // -------------------------------------------------------------------------------------------
   // publish
 
-  /** Appends `event` to `groupId`; returns its seq. The first publish of a group sets its priority. */
+  /**
+   * Appends `event` to `groupId`; returns its seq. The first publish of a group sets its priority.
+   * With `singletonKey`, see `publishSingleton` (this answers the seq alone).
+   */
   async publish(groupId: string, event: unknown, priority = 0, options: PublishOptions = {}): Promise<number> {
+    return (await this.publishSingleton(groupId, event, priority, options)).seq;
+  }
+
+  /**
+   * A publish that says what it did: with `options.singletonKey`, nothing is stored while a message
+   * with that key waits unclaimed in the queue: the answer is that message's seq, `deduplicated`
+   * (and with `options.replace`, its event is replaced by this one). Once it is claimed, the next
+   * publish with the key is stored anew. Exact under concurrent publishers (a unique index decides).
+   */
+  async publishSingleton(
+    groupId: string,
+    event: unknown,
+    priority = 0,
+    options: PublishOptions = {},
+  ): Promise<PublishResult> {
     const row = {
       groupId: checkId("groupId", groupId),
       event: encodeEvent("event", event),
       priority: checkPriority("priority", priority),
       delay: delayOf(options, "delay"),
     };
-    const [seq] = await this.#publishRows([row], options, "publish");
-    this.#internals.counted({ kind: "published", count: 1 });
+    const singleton = singletonOf(options);
+    const stored = await this.#publishRows([row], options, "publish", singleton);
+    const seq = stored.seqs[0] as number;
+    const deduplicated = stored.deduplicated === true;
+    if (!deduplicated) this.#internals.counted({ kind: "published", count: 1 });
     this.#internals.changed("publish");
-    return seq as number;
+    return { seq, deduplicated, replaced: deduplicated && singleton?.replace === true };
   }
 
   /** Publishes all of `messages` in one batch, all or nothing; returns their seqs in order. */
@@ -115,14 +150,22 @@ export class LibsqlTransport {
         delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
       };
     });
-    const seqs = await this.#publishRows(rows, options, "publishMany");
+    if (options.singletonKey !== undefined || options.replace !== undefined) {
+      throw invalid("options.singletonKey", "is for one message (publish), not a batch");
+    }
+    const { seqs } = await this.#publishRows(rows, options, "publishMany");
     this.#internals.counted({ kind: "published", count: seqs.length });
     this.#internals.changed("publish");
     return seqs;
   }
 
   /** The messages, in the publish's span; each carries its trace context (the caller's, or this span's). */
-  #publishRows(rows: sql.PublishRow[], options: PublishOptions, name: string): Promise<number[]> {
+  #publishRows(
+    rows: sql.PublishRow[],
+    options: PublishOptions,
+    name: string,
+    singleton?: sql.Singleton,
+  ): Promise<sql.Published> {
     checkObject("options", options);
     const given = options.traceparent;
     if (given !== undefined && !isTraceparent(given)) {
@@ -130,16 +173,35 @@ export class LibsqlTransport {
     }
     return traced("send", { name, destination: this.#conn.settings.name, count: rows.length }, async (span) => {
       const traceparent = given ?? traceparentOf(span);
-      const seqs = await this.#storeRows(
+      const stored = await this.#storeRows(
         traceparent === undefined ? rows : rows.map((r) => ({ ...r, traceparent })),
         options,
+        singleton,
       );
-      if (seqs.length === 1) span.setAttribute("messaging.message.id", String(seqs[0]));
-      return seqs;
+      if (stored.seqs.length === 1) span.setAttribute("messaging.message.id", String(stored.seqs[0]));
+      return stored;
     });
   }
 
-  async #storeRows(rows: sql.PublishRow[], options: PublishOptions): Promise<number[]> {
+  /**
+   * Stores the rows. Where flow settings were in force at the last write, the batch also wakes the
+   * groups it publishes into; where they turn out to be in force now, a second write does.
+   */
+  async #storeRows(rows: sql.PublishRow[], options: PublishOptions, singleton?: sql.Singleton): Promise<sql.Published> {
+    const wake = this.#flow;
+    const stored = await this.#storeOnce(rows, options, { singleton, wake });
+    this.#flow = stored.flow;
+    if (stored.flow && !wake) {
+      await this.#write(sql.wakeGroupsPlan([...new Set(rows.map((r) => r.groupId))]), true);
+    }
+    return stored;
+  }
+
+  async #storeOnce(
+    rows: sql.PublishRow[],
+    options: PublishOptions,
+    o: { singleton: sql.Singleton | undefined; wake: boolean },
+  ): Promise<sql.Published> {
     const userKey =
       options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
     if (userKey !== undefined) {
@@ -147,20 +209,20 @@ export class LibsqlTransport {
         kind: "user",
         key: userKey,
         token: randomToken(),
-        fingerprint: await sql.fingerprintOf(rows),
+        fingerprint: await sql.fingerprintOf(rows, o.singleton),
         ttl: this.#conn.settings.idempotencyWindow,
       } as const;
-      return this.#write(sql.publishPlan(rows, key), true);
+      return this.#write(sql.publishPlan(rows, key, o), true);
     }
-    if (!this.#conn.autoKeys) return this.#write(sql.publishPlan(rows, { kind: "none" }), false);
+    if (!this.#conn.autoKeys) return this.#write(sql.publishPlan(rows, { kind: "none" }, o), false);
     // Over the network a request's answer can be lost after it applied (./slots.ts).
     const slot = takeSlot();
     let settled = false;
     try {
       const key = { kind: "slot", slot: slot.name, token: randomToken(), collect: slot.collect } as const;
-      const seqs = await this.#write(sql.publishPlan(rows, key), true);
+      const stored = await this.#write(sql.publishPlan(rows, key, o), true);
       settled = true;
-      return seqs;
+      return stored;
     } catch (e) {
       settled = !(e instanceof QueueError && e.outcomeUnknown);
       throw e;
@@ -219,7 +281,8 @@ export class LibsqlTransport {
       );
       leases.push(...got.leases);
       deadLettered += got.deadLettered;
-      if (got.deadLettered === 0) break;
+      // One lease per group per claim: where a group may hold several, claim again while that gives more.
+      if (got.deadLettered === 0 && !(got.flow && got.leases.length > 0)) break;
     }
     if (leases.length > 0 || deadLettered > 0) {
       this.#internals.counted({ kind: "claimed", count: leases.length, deadLettered });
@@ -284,6 +347,97 @@ export class LibsqlTransport {
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
     this.#internals.extended(leaseId.of(ref.seq, ref.token), ref.seq, expiresAt);
     return { ...lease, expiresAt };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // flow control
+
+  /** The queue's flow settings: each group's concurrency and rate (unless it has its own), and its pause. */
+  async queueSettings(): Promise<QueueFlow> {
+    return this.#conn.readPlan(sql.queueSettingsPlan());
+  }
+
+  /**
+   * Changes the queue's flow settings (what is given; the rest stays). A change of concurrency or
+   * rate reads every group once, to put each in the state it now calls for.
+   */
+  async setQueue(settings: QueueFlowInput): Promise<QueueFlow> {
+    const patch = checkQueueFlow("settings", settings);
+    const after = await this.#write(sql.setQueueSettingsPlan(patch), true);
+    this.#internals.changed("settings");
+    return after;
+  }
+
+  /** What applies to a group: its own settings, the queue's, and whether its rate holds it now. */
+  async groupSettings(groupId: string): Promise<GroupFlow> {
+    return this.#conn.readPlan(sql.groupSettingsPlan(checkId("groupId", groupId)));
+  }
+
+  /** Sets a group's own flow settings (what is given; the rest stays), over the queue's. */
+  async setGroup(groupId: string, settings: GroupFlowInput): Promise<GroupFlow> {
+    const group = checkId("groupId", groupId);
+    const patch = checkGroupFlow("settings", settings);
+    const after = await this.#write(sql.setGroupSettingsPlan(group, patch), true);
+    this.#internals.changed("settings");
+    return after;
+  }
+
+  /** Drops a group's own flow settings: the queue's apply to it again. */
+  async resetGroup(groupId: string): Promise<GroupFlow> {
+    const after = await this.#write(sql.resetGroupSettingsPlan(checkId("groupId", groupId)), true);
+    this.#internals.changed("settings");
+    return after;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // schedules
+
+  /**
+   * Makes or replaces the schedule `name`: `input.event` published into `input.groupId` on each tick
+   * of `input.cron` (five fields, UTC or `input.timeZone`) or every `input.every` seconds. Something
+   * must fire it: the Worker's writer does on its alarm; without it, call `runSchedules()` from a
+   * Cron Trigger or a timer.
+   */
+  async putSchedule(name: string, input: ScheduleInput): Promise<Schedule & { created: boolean }> {
+    const s = checkSchedule(name, input);
+    const now = await this.#conn.readPlan(sql.clockPlan());
+    const nextAt = s.paused ? null : tickAfter(s, now);
+    const { schedule, created } = await this.#write(sql.putSchedulePlan({ ...s, nextAt }), true);
+    this.#internals.schedulesChanged();
+    return { ...scheduleOf(schedule), created };
+  }
+
+  /** Every schedule, by name, with its next tick. */
+  async schedules(): Promise<Schedule[]> {
+    return (await this.#conn.readPlan(sql.listSchedulesPlan())).map(scheduleOf);
+  }
+
+  /** One schedule, or null. */
+  async schedule(name: string): Promise<Schedule | null> {
+    const row = await this.#conn.readPlan(sql.getSchedulePlan(checkScheduleName(name)));
+    return row === undefined ? null : scheduleOf(row);
+  }
+
+  /** Deletes a schedule; false when there was none. */
+  async deleteSchedule(name: string): Promise<boolean> {
+    const deleted = await this.#write(sql.deleteSchedulePlan(checkScheduleName(name)), true);
+    this.#internals.schedulesChanged();
+    return deleted;
+  }
+
+  /**
+   * Publishes each due schedule's latest tick, once however many call this at the same time, and
+   * answers how many ticks it published and when the next one is due (epoch seconds, the
+   * database's clock): call it from a Cron Trigger or a timer when the Worker does not run it.
+   */
+  async runSchedules(): Promise<ScheduleRun> {
+    const run = await runSchedules({
+      readPlan: (p) => this.#conn.readPlan(p),
+      writePlan: (p) => this.#write(p, true),
+      publish: (g, e, p, o) => this.publish(g, e, p, o),
+    });
+    if (run.published > 0) this.#internals.counted({ kind: "scheduled", count: run.published });
+    return run;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -407,6 +561,26 @@ function leaseRef(lease: Lease | string): sql.LeaseRef {
   const ref = leaseId.parse(id);
   if (!ref) throw invalid("lease", "is not a lease id of this queue");
   return ref;
+}
+
+function checkScheduleName(name: unknown): string {
+  const problem = scheduleNameProblem(name);
+  if (problem !== undefined) throw invalid("name", problem);
+  return name as string;
+}
+
+function singletonOf(options: PublishOptions): sql.Singleton | undefined {
+  checkObject("options", options);
+  if (options.singletonKey === undefined) {
+    if (options.replace !== undefined) throw invalid("options.replace", "needs options.singletonKey");
+    return undefined;
+  }
+  const key = check(options.singletonKey);
+  const replace = options.replace === undefined ? false : checkBoolean("options.replace", options.replace);
+  return { key, replace };
+  function check(v: unknown): string {
+    return checkId("options.singletonKey", v);
+  }
 }
 
 function delayOf(options: PublishOptions, field: string): number {

@@ -36,6 +36,22 @@ export interface PublishOptions {
   traceparent?: string;
   /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
   delay?: number;
+  /**
+   * One message alone: store nothing while a message with this key waits unclaimed in the queue
+   * (answer its seq instead); once that one is claimed, the next publish with the key is stored.
+   */
+  singletonKey?: string;
+  /** With `singletonKey`: replace the waiting message's event with this one. */
+  replace?: boolean;
+}
+
+/** What a publish did (`publishSingleton`). */
+export interface PublishResult {
+  seq: number;
+  /** A message with its singleton key was waiting: nothing new was stored, `seq` is that message's. */
+  deduplicated: boolean;
+  /** …and its event was replaced by this publish's. */
+  replaced: boolean;
 }
 
 /** One lease of a `settle()`: acked, nacked (parked for `delay` seconds when > 0), or released. */
@@ -80,6 +96,12 @@ export interface QueueStats {
   /** Groups with messages. */
   groups: number;
   deadLetters: number;
+  /** The queue is paused (a sharded queue: every shard is). */
+  paused: boolean;
+  /** Groups paused by their own setting. */
+  pausedGroups: number;
+  /** Groups waiting for their rate right now. */
+  rateLimitedGroups: number;
   /** The database's clock, epoch seconds. */
   now: number;
   /**
@@ -245,4 +267,89 @@ export interface AuditEntry {
   action: string;
   queue: string | undefined;
   detail: Record<string, unknown> | undefined;
+}
+
+/**
+ * A group's rate: at most `limit` claims per `period` seconds, started `period / limit` apart, of
+ * which `burst` (default 1) may start back to back after a quiet spell: a token bucket of `burst`
+ * tokens, one refilled every `period / limit` seconds. Messages over it wait; none is dropped.
+ */
+export interface RateLimit {
+  limit: number;
+  period: number;
+  burst?: number;
+}
+
+/** A queue's flow settings: what applies to each of its groups unless the group has its own. */
+export interface QueueFlow {
+  /** Leases a group may hold at once (1: one message in flight per group). */
+  groupConcurrency: number;
+  /** Each group's rate; null: none. */
+  groupRate: RateLimit | null;
+  /** Nothing is delivered (claims, long polls, pushes); publishes are still accepted. */
+  paused: boolean;
+}
+
+/** What applies to one group: its own settings, and the queue's where it has none. */
+export interface GroupFlow {
+  groupId: string;
+  /** Its own settings (absent: the queue's apply); `rate: null` is "no rate", whatever the queue's. */
+  own: { concurrency?: number; rate?: RateLimit | null; paused?: boolean };
+  concurrency: number;
+  rate: RateLimit | null;
+  /** Its own pause. */
+  paused: boolean;
+  /** The queue's pause (which holds every group). */
+  queuePaused: boolean;
+  /** When its rate lets its next claim go, while it holds it back (epoch seconds, database clock); else null. */
+  rateLimitedUntil: number | null;
+}
+
+/** A group's settings as given: what is absent stays as it was. */
+export interface GroupFlowInput {
+  concurrency?: number;
+  /** null: no rate for this group, whatever the queue's. */
+  rate?: RateLimit | null;
+  paused?: boolean;
+}
+
+/** A queue's flow settings as given: what is absent stays as it was. */
+export interface QueueFlowInput {
+  groupConcurrency?: number;
+  /** null: no rate. */
+  groupRate?: RateLimit | null;
+  paused?: boolean;
+}
+
+/** A schedule as given (`putSchedule`): a cron expression or an interval, not both. */
+export interface ScheduleInput {
+  groupId: string;
+  event: unknown;
+  priority?: number;
+  /** Five fields (minute hour day-of-month month day-of-week), in UTC unless `timeZone` says otherwise. */
+  cron?: string;
+  /** An IANA time zone for `cron` (`Europe/Paris`). */
+  timeZone?: string;
+  /** Seconds between ticks (at least 1), counted from the epoch: `60` ticks on every whole minute. */
+  every?: number;
+  /** A paused schedule publishes nothing; resumed, it goes on from its next tick. */
+  paused?: boolean;
+}
+
+/** A schedule, with its next tick. */
+export interface Schedule {
+  name: string;
+  groupId: string;
+  event: unknown;
+  priority: number;
+  cron: string | null;
+  timeZone: string | null;
+  every: number | null;
+  paused: boolean;
+  /** Its next tick (epoch seconds), or null while paused. */
+  nextAt: number | null;
+  /** Its last tick published, or null. */
+  lastAt: number | null;
+  /** Ticks it published. */
+  runs: number;
 }

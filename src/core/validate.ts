@@ -3,6 +3,7 @@
  * field, before any SQL runs (so bad input stores nothing). Pure functions.
  */
 import {
+  concurrencyProblem,
   countProblem,
   describe,
   idProblem,
@@ -12,11 +13,13 @@ import {
   MAX_EVENT_DEPTH,
   MAX_SECONDS,
   priorityProblem,
+  RATE,
   secondsProblem,
   seqProblem,
   workerIdProblem,
 } from "../rules.js";
 import { invalid } from "./errors.js";
+import type { GroupFlowInput, QueueFlowInput, RateLimit } from "./types.js";
 
 /** The value when `problem` finds nothing wrong with it; otherwise INVALID_ARGUMENT naming `field`. */
 function check<T>(field: string, value: unknown, problem: string | undefined): T {
@@ -87,4 +90,64 @@ function checkJsonValue(path: string, v: unknown, seen: Set<object>, depth: numb
     }
   }
   seen.delete(v);
+}
+
+/** A rate (`{limit, period, burst?}`), or null where "no rate" may be said. */
+export function checkRate(field: string, v: unknown): RateLimit {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw invalid(field, `must be an object {limit, period, burst?}, got ${describe(v)}`);
+  }
+  const r = v as Record<string, unknown>;
+  for (const k of Object.keys(r)) {
+    if (k !== "limit" && k !== "period" && k !== "burst") {
+      throw invalid(`${field}.${k}`, 'unknown field (expected "limit", "period", "burst")');
+    }
+  }
+  const limit = checkInteger(`${field}.limit`, r.limit, 1, RATE.maxLimit);
+  const period = checkPositiveSeconds(`${field}.period`, r.period);
+  const burst = r.burst === undefined ? RATE.defaultBurst : checkInteger(`${field}.burst`, r.burst, 1, limit);
+  return { limit, period, burst };
+}
+
+function checkFields(field: string, v: object, allowed: string[]): Record<string, unknown> {
+  for (const k of Object.keys(v)) {
+    if (!allowed.includes(k)) {
+      throw invalid(`${field}.${k}`, `unknown field (expected ${allowed.map((a) => `"${a}"`).join(", ")})`);
+    }
+  }
+  return v as Record<string, unknown>;
+}
+
+/** A queue's flow settings: each given field checked, unknown ones refused. */
+export function checkQueueFlow(field: string, v: unknown): QueueFlowInput {
+  const o = checkFields(field, checkObject(field, v) as object, ["groupConcurrency", "groupRate", "paused"]);
+  const out: QueueFlowInput = {};
+  if (o.groupConcurrency !== undefined) {
+    out.groupConcurrency = check(
+      `${field}.groupConcurrency`,
+      o.groupConcurrency,
+      concurrencyProblem(o.groupConcurrency),
+    );
+  }
+  if (o.groupRate !== undefined)
+    out.groupRate = o.groupRate === null ? null : checkRate(`${field}.groupRate`, o.groupRate);
+  if (o.paused !== undefined) out.paused = checkBoolean(`${field}.paused`, o.paused);
+  return out;
+}
+
+/** A group's flow settings: each given field checked, unknown ones refused. */
+export function checkGroupFlow(field: string, v: unknown): GroupFlowInput {
+  const o = checkFields(field, checkObject(field, v) as object, ["concurrency", "rate", "paused"]);
+  const out: GroupFlowInput = {};
+  if (o.concurrency !== undefined) {
+    out.concurrency = check(`${field}.concurrency`, o.concurrency, concurrencyProblem(o.concurrency));
+  }
+  if (o.rate !== undefined) out.rate = o.rate === null ? null : checkRate(`${field}.rate`, o.rate);
+  if (o.paused !== undefined) out.paused = checkBoolean(`${field}.paused`, o.paused);
+  return out;
+}
+
+export function checkBoolean(field: string, v: unknown): boolean {
+  if (typeof v !== "boolean") throw invalid(field, `must be true or false, got ${describe(v)}`);
+  return v;
 }

@@ -129,6 +129,25 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
   });
 });
 
+/** Takes version 6 (flow control) back out: its triggers, indexes, tables and columns. */
+const UNDO_FLOW = [
+  ...[
+    "tq_flow_leased",
+    "tq_flow_released",
+    "tq_flow_deleted",
+    "tq_messages_deleted",
+    "tq_messages_released",
+    "tq_messages_leased",
+  ].map((t) => `DROP TRIGGER ${t}`),
+  "DROP INDEX tq_groups_until",
+  "DROP INDEX tq_messages_singleton",
+  "DROP INDEX tq_schedules_next",
+  ...["tq_settings", "tq_group_settings", "tq_rates", "tq_schedules"].map((t) => `DROP TABLE ${t}`),
+  "ALTER TABLE groups DROP COLUMN tq_until",
+  "ALTER TABLE groups DROP COLUMN tq_tat",
+  "ALTER TABLE messages DROP COLUMN tq_singleton",
+];
+
 describe("migrating version 2 to the current version", () => {
   it("adds tq_subscriptions (and tq_queues) and keeps the queue as it was", async () => {
     const url = `file:${tempFile()}`;
@@ -137,6 +156,7 @@ describe("migrating version 2 to the current version", () => {
     await raw.batch(
       [
         ...migrationSteps(0),
+        ...UNDO_FLOW,
         "DROP TABLE tq_subscriptions",
         "DROP TABLE tq_queues",
         "ALTER TABLE messages DROP COLUMN tq_published_at",

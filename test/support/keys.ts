@@ -41,6 +41,14 @@ export const SCOPE_OF: Record<string, Scope | "any"> = {
   whoami: "any",
   listAudit: "manage",
   metrics: "read",
+  getSettings: "read",
+  putSettings: "manage",
+  getGroup: "read",
+  putGroup: "manage",
+  resetGroup: "manage",
+  putSchedule: "manage",
+  listSchedules: "read",
+  deleteSchedule: "manage",
 };
 
 /** Routes about no one queue that a key limited to some queues may still call (they answer only those). */

@@ -91,7 +91,7 @@ describe("400 messages start with the API's field name", () => {
       [
         "/v1/groups/g/messages",
         { event: 1, prority: 1 },
-        '"prority": unknown field (expected "event", "priority", "delay")',
+        '"prority": unknown field (expected "event", "priority", "delay", "singleton_key", "replace")',
       ],
       ["/v1/groups/g/messages", { event: 1, delay: -2 }, "delay: must be a finite number of seconds >= 0, got -2"],
       [

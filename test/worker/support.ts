@@ -95,6 +95,10 @@ const TABLES = [
   "tq_publishers",
   "tq_subscriptions",
   "tq_queues",
+  "tq_settings",
+  "tq_group_settings",
+  "tq_rates",
+  "tq_schedules",
 ];
 
 /** The QueueWriter of the database the Worker is bound to. */

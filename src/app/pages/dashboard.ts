@@ -1,11 +1,12 @@
 /**
  * `GET /dashboard` and its script: the queues (a picker and their counts), then the chosen queue's
  * counters, its last hour in charts (src/app/pages/charts.ts), the groups worth watching (a group's
- * next messages, and its purge), the dead letters (redrive, delete) and the push subscriptions,
- * refreshed in place; with a key that may manage every queue, the keys (make one, its secret shown
- * once; revoke one). It reads and writes only through the `/v1` API with the key a person types in,
- * and offers only what that key may do (`GET /v1/whoami`); the key stays in this tab's
- * sessionStorage (never a URL, never a cookie).
+ * next messages, its flow settings and its pause, and its purge), the dead letters (redrive,
+ * delete), the push subscriptions, the queue's flow settings and pause, and its schedules, refreshed
+ * in place; with a key that may manage every queue, the keys (make one, its secret shown once;
+ * revoke one). It reads and writes only through the `/v1` API with the key a person types in, and
+ * offers only what that key may do (`GET /v1/whoami`); the key stays in this tab's sessionStorage
+ * (never a URL, never a cookie).
  * Plain HTML and a plain script served by the Worker: no build step, nothing from a CDN.
  */
 import { queueAllowed, SCOPES } from "../../rules.js";
@@ -36,6 +37,11 @@ export const dashboardHtml = (base: string) =>
     <span id="notice" class="notice" role="status"></span>
     <span id="problem" class="error" role="alert"></span>
   </div>
+  <section id="flow" class="flow" aria-label="Flow control">
+    <span id="paused-badge" class="badge" hidden>paused</span>
+    <span id="flow-settings"></span>
+    <button id="pause-queue" type="button">Pause queue</button>
+  </section>
   <section id="counters" class="counters" aria-label="Counters"></section>
   <h2>Last hour</h2>
   <p id="charts-empty" class="empty" hidden>No samples yet: the queue's writer takes one when the queue is written, at most one a minute (<code>QUEUE_SAMPLE_SECONDS</code>).</p>
@@ -60,6 +66,7 @@ ${[
     <h3>Group <code id="group-name"></code>: its next messages</h3>
     <table id="group-messages"><thead><tr><th>seq</th><th>state</th><th>attempts</th><th>event</th><th>published</th></tr></thead><tbody></tbody></table>
     <p id="group-empty" class="empty" hidden>No messages in this group.</p>
+    <p id="group-flow"><span id="group-paused-badge" class="badge" hidden>paused</span> <span id="group-settings"></span> <button id="pause-group" type="button">Pause group</button></p>
     <p><button id="purge" type="button" class="danger">Purge this group</button> <button id="group-close" type="button">Close</button></p>
   </section>
   <h2>Dead letters</h2>
@@ -69,6 +76,9 @@ ${[
   <h2>Push subscriptions</h2>
   <table id="subscriptions"><thead><tr><th>name</th><th>url</th><th>min priority</th><th>max in flight</th><th>visibility</th></tr></thead><tbody></tbody></table>
   <p id="subscriptions-empty" class="empty" hidden>No subscriptions: consumers pull (see the API docs, PUT /v1/subscriptions/{name}, to push).</p>
+  <h2>Schedules</h2>
+  <table id="schedules"><thead><tr><th>name</th><th>group</th><th>when</th><th>next run</th><th>runs</th></tr></thead><tbody></tbody></table>
+  <p id="schedules-empty" class="empty" hidden>No schedules (see the API docs, PUT /v1/schedules/{name}).</p>
   <section id="keys-panel" hidden aria-label="Keys">
     <h2>Keys</h2>
     <table id="keys"><thead><tr><th>name</th><th>id</th><th>scopes</th><th>queues</th><th>made</th><th>expires</th><th>last used</th><th></th></tr></thead><tbody></tbody></table>
@@ -446,14 +456,16 @@ ${CHARTS_JS}
         else sessionStorage.removeItem(QUEUE_KEY);
       }
       renderQueues(queues);
-      const [stats, groups, dead, subs, history, peek] = await Promise.all([
+      const [stats, groups, dead, subs, history, peek, flow] = await Promise.all([
         api(inQueue("/v1/stats")),
         api(inQueue("/v1/groups?limit=10")),
         api(inQueue("/v1/dead-letters?limit=50")),
         api(inQueue("/v1/subscriptions")),
         api(inQueue("/v1/history")),
         shownGroup === null ? null : api(groupPath(shownGroup) + "?limit=10"),
+        loadFlow(),
       ]);
+      renderFlow(flow);
       renderCounters({ ...stats, subscriptions: subs.subscriptions.length });
       renderCharts(history);
       renderGroup(peek);
@@ -477,6 +489,82 @@ ${CHARTS_JS}
       loading = false;
     }
   }
+
+  // Flow control: the queue's settings and pause, a shown group's, the schedules.
+
+  async function send(path, method, body) {
+    const res = await fetch(BASE + path, {
+      method,
+      headers: { authorization: "Bearer " + token(), "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const answer = await res.json().catch(() => null);
+    if (res.status === 401) throw new Unauthorized("unauthorized");
+    if (!res.ok) throw new Error(answer && answer.error ? answer.error.code + ": " + answer.error.message : "HTTP " + res.status);
+    return answer;
+  }
+
+  const groupFlowPath = (group) => inQueue("/v1/groups/" + encodeURIComponent(group));
+  const rateText = (r) => (r ? r.limit + " per " + r.period + " s" + (r.burst > 1 ? " (burst " + r.burst + ")" : "") : "no rate");
+
+  async function loadFlow() {
+    const [settings, schedules, group] = await Promise.all([
+      api(inQueue("/v1/settings")),
+      api(inQueue("/v1/schedules")),
+      shownGroup === null ? null : api(groupFlowPath(shownGroup)),
+    ]);
+    return { settings, schedules, group };
+  }
+
+  function renderFlow(flow) {
+    const s = flow.settings;
+    $("paused-badge").hidden = !s.paused;
+    $("pause-queue").textContent = s.paused ? "Resume queue" : "Pause queue";
+    $("pause-queue").dataset.paused = s.paused ? "true" : "false";
+    $("flow-settings").textContent = "per group: " + s.group_concurrency + " at once, " + rateText(s.group_rate);
+    const g = flow.group;
+    if (g) {
+      $("group-paused-badge").hidden = !g.paused;
+      $("pause-group").textContent = g.paused ? "Resume group" : "Pause group";
+      $("pause-group").dataset.paused = g.paused ? "true" : "false";
+      $("group-settings").textContent =
+        g.concurrency + " at once, " + rateText(g.rate) +
+        (g.rate_limited_until ? ", held by its rate until " + new Date(g.rate_limited_until * 1000).toLocaleTimeString() : "");
+    }
+    const body = $("schedules").querySelector("tbody");
+    body.replaceChildren();
+    for (const sc of flow.schedules.schedules) {
+      const row = document.createElement("tr");
+      row.dataset.schedule = sc.name;
+      cell(row, sc.name);
+      cell(row, sc.group_id);
+      cell(row, sc.cron !== null ? sc.cron + (sc.time_zone ? " (" + sc.time_zone + ")" : " (UTC)") : "every " + duration(sc.every));
+      cell(row, sc.paused ? "paused" : time(sc.next_at), "next-run");
+      cell(row, String(sc.runs));
+      body.appendChild(row);
+    }
+    $("schedules-empty").hidden = flow.schedules.schedules.length > 0;
+  }
+
+  async function togglePause(button, path, what) {
+    const paused = button.dataset.paused !== "true";
+    button.disabled = true;
+    try {
+      await send(path, "PUT", { paused });
+      $("notice").textContent = (paused ? "Paused " : "Resumed ") + what + ".";
+    } catch (e) {
+      if (e instanceof Unauthorized) return showLogin("The API refused this token (401). Check QUEUE_TOKEN.");
+      $("problem").textContent = "Could not change " + what + ": " + e.message;
+    } finally {
+      button.disabled = false;
+    }
+    await refresh();
+  }
+
+  $("pause-queue").addEventListener("click", () => togglePause($("pause-queue"), inQueue("/v1/settings"), "queue " + queue()));
+  $("pause-group").addEventListener("click", () =>
+    togglePause($("pause-group"), groupFlowPath(shownGroup), "group " + shownGroup),
+  );
 
   async function act(action, seq, button) {
     if (action === "delete" && !confirm("Delete dead letter " + seq + " for good?")) return;

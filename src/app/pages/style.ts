@@ -44,6 +44,8 @@ input[type=password] { font: inherit; padding: .35rem .5rem; border: 1px solid v
 .counter .label { color: var(--muted); font-size: .85rem; }
 .counter[data-counter=dead_letters] .value:not([data-zero]) { color: var(--bad); }
 .error { color: var(--bad); } .notice { color: var(--ok); } .empty { color: var(--muted); }
+.flow { display: flex; gap: .75rem; align-items: center; margin: .5rem 0; }
+.badge { border: 1px solid var(--warn); color: var(--warn); border-radius: 999px; padding: 0 .5rem; font-size: .85em; }
 td:last-child button { margin: .1rem 0; } #dead-letters td:last-child { white-space: nowrap; }
 .event { max-width: 28rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .state-in_flight { color: var(--accent); } .state-parked { color: var(--warn); }

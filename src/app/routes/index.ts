@@ -8,6 +8,8 @@ import { ack, extend, nack, release, settle } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { metrics } from "./metrics.js";
 import { QUEUE_ROUTES } from "./queues.js";
+import { SCHEDULE_ROUTES } from "./schedules.js";
+import { SETTINGS_ROUTES } from "./settings.js";
 import { groups, history, stats } from "./stats.js";
 import { deleteSubscription, listSubscriptions, putSubscription } from "./subscriptions.js";
 
@@ -31,6 +33,8 @@ export const API_ROUTES: readonly RouteSpec[] = [
   listDeadLetters,
   redrive,
   deleteDeadLetter,
+  ...SETTINGS_ROUTES,
+  ...SCHEDULE_ROUTES,
   ...QUEUE_ROUTES,
   ...KEY_ROUTES,
   metrics,

@@ -11,6 +11,7 @@ import {
 import type * as T from "../../contract/types.js";
 import { publishInputFromWire } from "../../contract/wire.js";
 import type { AppEnv } from "../context.js";
+import { badRequest } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
 export const publishOne = defineRoute({
@@ -20,14 +21,21 @@ export const publishOne = defineRoute({
   tag: "Publish",
   summary: "Publish a message into a group",
   description:
-    "Appends the event to the tail of its group. A group delivers its messages in order, one at a time. With `delay`, not before that many seconds from now.",
+    "Appends the event to the tail of its group. A group delivers its messages in order, one at a time (or as many as its concurrency allows). With `delay`, not before that many seconds from now. With `singleton_key`, nothing is stored while a message with that key waits unclaimed: the answer is its seq, `deduplicated`.",
   scope: "publish",
   request: {
     params: GroupPath,
     headers: IdempotencyHeaders,
     body: { schema: PublishBody, required: true, example: { event: { order: 1001, action: "charge" }, priority: 0 } },
   },
-  responses: { 201: { description: "Stored.", schema: PublishAnswer, example: { seq: 1 } } },
+  responses: {
+    200: {
+      description: "With `singleton_key`: a message with the key was waiting; nothing new was stored.",
+      schema: PublishAnswer,
+      example: { seq: 1, deduplicated: true, replaced: false },
+    },
+    201: { description: "Stored.", schema: PublishAnswer, example: { seq: 1 } },
+  },
   errors: ["IDEMPOTENCY_CONFLICT"],
 });
 
@@ -60,14 +68,24 @@ export const messages = new Hono<AppEnv>();
 
 handle(messages, publishOne, async (c) => {
   const { group_id } = c.req.valid("param");
-  const { event, priority, delay } = c.req.valid("json");
+  const { event, priority, delay, singleton_key, replace } = c.req.valid("json");
   const { "Idempotency-Key": key, traceparent } = c.req.valid("header");
-  const seq = await (await c.var.queue()).publish(group_id, event, priority ?? 0, {
-    idempotencyKey: key,
-    delay,
-    traceparent,
+  const options = { idempotencyKey: key, delay, traceparent };
+  const queue = await c.var.queue();
+  if (singleton_key === undefined && replace !== undefined) throw badRequest("replace", "needs singleton_key");
+  if (singleton_key === undefined) {
+    const seq = await queue.publish(group_id, event, priority ?? 0, options);
+    return c.json({ seq } satisfies T.PublishAnswer, 201);
+  }
+  const got = await queue.publishSingleton(group_id, event, priority ?? 0, {
+    ...options,
+    singletonKey: singleton_key,
+    replace,
   });
-  return c.json({ seq } satisfies T.PublishAnswer, 201);
+  return c.json(
+    { seq: got.seq, deduplicated: got.deduplicated, replaced: got.replaced } satisfies T.PublishAnswer,
+    got.deduplicated ? 200 : 201,
+  );
 });
 
 handle(messages, publishBatch, async (c) => {

@@ -1,21 +1,24 @@
 /** Named queues: list them with their counts, make one (idempotent), read one, delete one. */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import {
   QueueAnswer,
   QueueBody,
   QueueDeleteQuery,
   QueueList,
   QueuePath,
-  QueueWithStats,
+  QueueWithSettings,
 } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import { queueToWire, statsToWire } from "../../contract/wire.js";
-import { notFound } from "../../core/queues.js";
+import { queueSettingsToWire, queueToWire, statsToWire } from "../../contract/wire.js";
+import { notFound, type QueueInfo } from "../../core/queues.js";
+import type { QueueFlow, QueueFlowInput } from "../../core/types.js";
 import type { AppEnv } from "../context.js";
 import { STATS_EXAMPLE as STATS } from "../examples.js";
 import { defineRoute, handle } from "../route.js";
+import { queueFlowOf } from "./settings.js";
 
 const EXAMPLE = { name: "emails", shards: 1, location_hint: null, created_at: 1796230500.5 };
+const SETTINGS_EXAMPLE = { group_concurrency: 1, group_rate: null, paused: false };
 
 export const listQueues = defineRoute({
   method: "get",
@@ -43,7 +46,7 @@ export const putQueue = defineRoute({
   tag: "Queues",
   summary: "Make a queue (idempotent)",
   description:
-    "Makes the queue's databases (one per shard) with their schema, then lists it; from then on `/v1/queues/{queue}/...` serves it. Asking again answers the queue as it is (200). Its shard count cannot change: make a new queue and drain this one. Publishing to a queue that was never made is 404 QUEUE_NOT_FOUND: a typo creates nothing.",
+    "Makes the queue's databases (one per shard) with their schema, then lists it; from then on `/v1/queues/{queue}/...` serves it. Asking again answers the queue as it is (200). Its shard count cannot change: make a new queue and drain this one. Publishing to a queue that was never made is 404 QUEUE_NOT_FOUND: a typo creates nothing. `group_concurrency`, `group_rate` and `paused` set its flow settings (as `PUT /v1/settings` does), also for `default`; they are answered in `settings`.",
   scope: "manage",
   audit: ["shards", "created"],
   request: {
@@ -51,8 +54,16 @@ export const putQueue = defineRoute({
     body: { schema: QueueBody, required: false, example: { shards: 4, location_hint: "weur" } },
   },
   responses: {
-    200: { description: "It was there already.", schema: QueueAnswer, example: { ...EXAMPLE, created: false } },
-    201: { description: "Made.", schema: QueueAnswer, example: { ...EXAMPLE, created: true } },
+    200: {
+      description: "It was there already.",
+      schema: QueueAnswer,
+      example: { ...EXAMPLE, created: false, settings: SETTINGS_EXAMPLE },
+    },
+    201: {
+      description: "Made.",
+      schema: QueueAnswer,
+      example: { ...EXAMPLE, created: true, settings: SETTINGS_EXAMPLE },
+    },
   },
 });
 
@@ -67,8 +78,8 @@ export const getQueue = defineRoute({
   responses: {
     200: {
       description: "The queue.",
-      schema: QueueWithStats,
-      example: { ...EXAMPLE, stats: STATS },
+      schema: QueueWithSettings,
+      example: { ...EXAMPLE, stats: STATS, settings: SETTINGS_EXAMPLE },
     },
   },
   errors: ["QUEUE_NOT_FOUND"],
@@ -92,6 +103,16 @@ export const QUEUE_ROUTES = [listQueues, putQueue, getQueue, deleteQueue] as con
 
 export const queues = new Hono<AppEnv>();
 
+/**
+ * A queue's flow settings, after `patch` (when given), through what serves it: each of its databases'
+ * writers (a sharded queue sets every shard) hears the change at once.
+ */
+async function settingsOf(c: Context<AppEnv>, queue: QueueInfo, patch?: QueueFlowInput): Promise<QueueFlow> {
+  c.set("queueName", queue.name);
+  const served = await c.var.queue();
+  return patch === undefined ? served.queueSettings() : served.setQueue(patch);
+}
+
 handle(queues, listQueues, async (c) => {
   const all = await c.var.catalog.listWithCounts(c.var.principal.queues);
   const listed = all.map(
@@ -110,7 +131,12 @@ handle(queues, putQueue, async (c) => {
     shards: body.shards,
     locationHint: body.location_hint,
   });
-  return c.json({ ...queueToWire(queue), created } satisfies T.QueueAnswer, created ? 201 : 200);
+  const flow = queueFlowOf(body);
+  const settings = await settingsOf(c, queue, Object.keys(flow).length > 0 ? flow : undefined);
+  return c.json(
+    { ...queueToWire(queue), created, settings: queueSettingsToWire(settings) } satisfies T.QueueAnswer,
+    created ? 201 : 200,
+  );
 });
 
 handle(queues, getQueue, async (c) => {
@@ -118,8 +144,15 @@ handle(queues, getQueue, async (c) => {
   const catalog = c.var.catalog;
   const queue = await catalog.get(name);
   if (queue === undefined) throw notFound(name);
-  const stats = await catalog.countOf(queue);
-  return c.json({ ...queueToWire(queue), stats: statsToWire(stats) } satisfies T.QueueWithStats, 200);
+  const [stats, settings] = await Promise.all([catalog.countOf(queue), settingsOf(c, queue)]);
+  return c.json(
+    {
+      ...queueToWire(queue),
+      stats: statsToWire(stats),
+      settings: queueSettingsToWire(settings),
+    } satisfies T.QueueWithSettings,
+    200,
+  );
 });
 
 handle(queues, deleteQueue, async (c) => {

@@ -32,6 +32,8 @@ export interface Counters {
   dbBlocked: number;
   /** Times the database answered again after failing. */
   dbRecoveries: number;
+  /** Schedule ticks published. */
+  scheduled: number;
 }
 
 /** The counters and the claim-to-ack histogram: what `/metrics` reports of a writer. */
@@ -68,6 +70,7 @@ const empty = (): MeterSnapshot => ({
     dbTimeouts: 0,
     dbBlocked: 0,
     dbRecoveries: 0,
+    scheduled: 0,
   },
   held: { counts: Array(HELD_BUCKETS.length + 1).fill(0), sum: 0, count: 0 },
   samples: [],
@@ -129,6 +132,9 @@ export class Meter {
             break;
           case "released":
             c.released++;
+            break;
+          case "scheduled":
+            c.scheduled += e.count;
             break;
         }
         this.#changed();

@@ -19,14 +19,21 @@ import type { ShardOf } from "../../core/shard.js";
 import type { StoredSubscription } from "../../core/subscriptions.js";
 import type {
   DeadLetter,
+  GroupFlow,
+  GroupFlowInput,
   GroupInfo,
   Lease,
   NackResult,
   PublishInput,
   PublishOptions,
+  PublishResult,
   QueuedMessage,
+  QueueFlow,
+  QueueFlowInput,
   QueueHistory,
   QueueStats,
+  Schedule,
+  ScheduleInput,
   Settlement,
   SettleOutcome,
   SubscriptionInput,
@@ -158,6 +165,47 @@ export class WriterQueue {
       const { failed, ...outcome } = o;
       return { ...outcome, error: errorFrom(failed) };
     });
+  }
+
+  publishSingleton(
+    groupId: string,
+    event: unknown,
+    priority = 0,
+    options: PublishOptions = {},
+  ): Promise<PublishResult> {
+    return this.#call("publishSingleton", [groupId, event, priority, options]);
+  }
+
+  queueSettings(): Promise<QueueFlow> {
+    return this.#call("queueSettings", []);
+  }
+
+  setQueue(settings: QueueFlowInput): Promise<QueueFlow> {
+    return this.#call("setQueue", [settings]);
+  }
+
+  groupSettings(groupId: string): Promise<GroupFlow> {
+    return this.#call("groupSettings", [groupId]);
+  }
+
+  setGroup(groupId: string, settings: GroupFlowInput): Promise<GroupFlow> {
+    return this.#call("setGroup", [groupId, settings]);
+  }
+
+  resetGroup(groupId: string): Promise<GroupFlow> {
+    return this.#call("resetGroup", [groupId]);
+  }
+
+  putSchedule(name: string, input: ScheduleInput): Promise<Schedule & { created: boolean }> {
+    return this.#call("putSchedule", [name, input]);
+  }
+
+  schedules(): Promise<Schedule[]> {
+    return this.#call("schedules", []);
+  }
+
+  deleteSchedule(name: string): Promise<boolean> {
+    return this.#call("deleteSchedule", [name]);
   }
 
   stats(): Promise<QueueStats> {

@@ -5,8 +5,8 @@
  */
 import type * as W from "../../contract/types.js";
 import { publishInputToWire } from "../../contract/wire.js";
-import type { PublishInput } from "../../core/types.js";
-import { encodeEvent } from "../../core/validate.js";
+import type { PublishInput, PublishResult } from "../../core/types.js";
+import { checkId, encodeEvent } from "../../core/validate.js";
 import { describe } from "../../rules.js";
 import { checkOptions, idempotencyKey, idSegment, library } from "../args.js";
 import { type Engine, json } from "../engine.js";
@@ -49,6 +49,38 @@ export class Messages {
         ...this.#keyed(options),
         write: true,
         ok: (a) => json<W.PublishAnswer>(a, path).seq,
+      },
+      options,
+    );
+  }
+
+  /** A publish with a singleton key: what it did (deduplicated, replaced). */
+  async publishSingleton(
+    groupId: string,
+    event: unknown,
+    priority: number | undefined,
+    options: PublishCallOptions & { singletonKey?: string; replace?: boolean },
+  ): Promise<PublishResult> {
+    checkOptions(options);
+    const path = `/v1/groups/${idSegment("group_id", groupId)}/messages`;
+    library(() => encodeEvent("event", event));
+    const body: W.PublishRequest = { event };
+    if (priority !== undefined) body.priority = priority;
+    if (options.delay !== undefined) body.delay = options.delay;
+    if (options.singletonKey !== undefined)
+      body.singleton_key = library(() => checkId("singletonKey", options.singletonKey));
+    if (options.replace !== undefined) body.replace = options.replace;
+    return this.#engine.send(
+      {
+        method: "POST",
+        path,
+        body,
+        ...this.#keyed(options),
+        write: true,
+        ok: (a) => {
+          const w = json<W.PublishAnswer>(a, path);
+          return { seq: w.seq, deduplicated: w.deduplicated === true, replaced: w.replaced === true };
+        },
       },
       options,
     );

@@ -1,14 +1,14 @@
 /** Named queues: list them with their counts, make one, read one, delete one (the API's `/v1/queues`). */
 import type * as W from "../../contract/types.js";
-import { queueFromWire, statsFromWire } from "../../contract/wire.js";
-import type { QueueDescription, QueueStats } from "../../core/types.js";
+import { queueFromWire, queueSettingsFromWire, statsFromWire } from "../../contract/wire.js";
+import type { QueueDescription, QueueFlow, QueueStats } from "../../core/types.js";
 import { queueNameProblem } from "../../rules.js";
 import { checkOptions } from "../args.js";
 import { type Engine, json } from "../engine.js";
 import { invalidArgument } from "../http-errors.js";
 import type { CallOptions } from "../options.js";
 
-export type QueueWithStats = QueueDescription & { stats: QueueStats };
+export type QueueWithStats = QueueDescription & { stats: QueueStats; settings?: QueueFlow };
 /** A queue in the list: its counts, or null and why, when its databases could not be reached. */
 export type ListedQueue = QueueDescription & { stats: QueueStats | null; error?: { code: string; message: string } };
 
@@ -19,7 +19,11 @@ export function queueSegment(name: unknown): string {
   return name as string;
 }
 
-const withStats = (w: W.QueueWithStats): QueueWithStats => ({ ...queueFromWire(w), stats: statsFromWire(w.stats) });
+const withStats = (w: W.QueueWithStats & { settings?: W.QueueSettings }): QueueWithStats => ({
+  ...queueFromWire(w),
+  stats: statsFromWire(w.stats),
+  ...(w.settings === undefined ? {} : { settings: queueSettingsFromWire(w.settings) }),
+});
 const listed = (w: W.QueueListItem): ListedQueue => ({
   ...queueFromWire(w),
   stats: w.stats === null ? null : statsFromWire(w.stats),

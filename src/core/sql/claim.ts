@@ -6,6 +6,7 @@ import type { InStatement, ResultSet, Row } from "@libsql/client";
 import { DEAD, leaseId } from "../../rules.js";
 import type { Lease } from "../types.js";
 import { NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
+import { FLOW_ON, HELD, inWindow, RATED, rateAllows, windowHead } from "./settings.js";
 
 export interface ClaimArgs {
   /** This claim's fencing token (32 hex). */
@@ -24,6 +25,8 @@ export interface ClaimResult<E> {
   leases: Lease<E>[];
   /** Messages this claim moved to the dead letters instead of leasing (it claims again for them). */
   deadLettered: number;
+  /** Flow settings are in force: a group may have had more to give than this claim's one lease. */
+  flow: boolean;
 }
 
 /**
@@ -34,6 +37,47 @@ export interface ClaimResult<E> {
  * only when a claim takes something.
  */
 const STAMP = `max(${NOW}, coalesce((SELECT max(last_claimed_at) FROM groups WHERE tq_busy IS NULL), 0) + 0.000001)`;
+
+/**
+ * The same walks where flow settings are in force (src/core/sql/settings.ts), and one more: a
+ * paused queue takes nothing; a group's head is the first free message of its window (its first
+ * `concurrency` messages); a lock that ended is taken again only inside its group's window and
+ * when its group's rate allows; and groups whose rate held them come back when it lets them go
+ * (`tq_groups_until`). Each walk starts only when the switch is on: with no setting in force none
+ * of it reads a row.
+ */
+/**
+ * What keeps each path's walks from starting when the other path is taken (a condition checked on
+ * each row would still walk): the default walks get an empty index range while the switch is on;
+ * the flow walks have the queue's settings row as their outer loop, absent while it is off (looking
+ * up an absent key of a WITHOUT ROWID table reads no row).
+ */
+const FLOW_OFF_FROM = `CASE WHEN ${FLOW_ON} THEN 1e308 ELSE -1e308 END`;
+const FLOW_OFF_UNTIL = `CASE WHEN ${FLOW_ON} THEN -1e308 ELSE ${NOW} END`;
+const FLOW_GATE = "tq_settings st CROSS JOIN";
+const FLOW_GATE_ON = "st.id = 1 AND coalesce(st.paused, 0) = 0 AND";
+
+const FLOW_PICK = `UNION ALL
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca, ${windowHead("g.group_id")} AS head
+        FROM ${FLOW_GATE} groups g
+       WHERE ${FLOW_GATE_ON} g.tq_busy IS NULL AND g.priority >= :min AND head IS NOT NULL
+       ORDER BY g.last_claimed_at, g.rowid LIMIT :n)
+    UNION ALL
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca, m.seq AS head
+        FROM ${FLOW_GATE} messages m JOIN groups g ON g.group_id = m.group_id
+       WHERE ${FLOW_GATE_ON} m.locked_by IS NOT NULL AND m.lock_expiry < ${NOW}
+         AND g.tq_busy = ${HELD} AND g.priority >= :min
+         AND ${inWindow("m")} AND ${rateAllows("g", NOW)}
+       ORDER BY m.lock_expiry LIMIT :n)
+    UNION ALL
+    SELECT * FROM (
+      SELECT g.rowid AS rid, g.last_claimed_at AS lca, ${windowHead("g.group_id")} AS head
+        FROM ${FLOW_GATE} groups g
+       WHERE ${FLOW_GATE_ON} g.tq_until IS NOT NULL AND g.tq_until <= ${NOW} AND g.tq_busy = ${RATED} AND g.priority >= :min
+         AND head IS NOT NULL
+       ORDER BY g.tq_until LIMIT :n)`;
 
 /**
  * The spec's claim, reshaped so that its cost follows what it takes, not what is in flight:
@@ -54,16 +98,17 @@ function claimText(single: boolean, guard: string): string {
              (SELECT CASE WHEN m.locked_by IS NULL OR m.lock_expiry < ${NOW} THEN m.seq END
                 FROM messages m WHERE m.group_id = g.group_id ORDER BY m.seq LIMIT 1) AS head
         FROM groups g
-       WHERE g.tq_busy IS NULL AND g.priority >= :min AND head IS NOT NULL
+       WHERE g.tq_busy IS NULL AND g.last_claimed_at >= ${FLOW_OFF_FROM} AND g.priority >= :min AND head IS NOT NULL
        ORDER BY g.last_claimed_at, g.rowid LIMIT :n)
     UNION ALL
     SELECT * FROM (
       SELECT g.rowid AS rid, g.last_claimed_at AS lca, m.seq AS head
         FROM messages m JOIN groups g ON g.group_id = m.group_id
-       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${NOW}
+       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${FLOW_OFF_UNTIL}
          AND g.tq_busy IS NOT NULL AND g.priority >= :min
          AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
-       ORDER BY m.lock_expiry LIMIT :n))
+       ORDER BY m.lock_expiry LIMIT :n)
+    ${FLOW_PICK}) AS pick
    WHERE ${guard}
    ORDER BY lca, rid LIMIT :n`;
   const set = (stamp: string) => `UPDATE messages
@@ -72,8 +117,7 @@ function claimText(single: boolean, guard: string): string {
        tq_lease = :token || '|' || :worker,
        tq_attempts = coalesce(tq_attempts, 0) + 1,
        tq_claimed_at = ${stamp}`;
-  const returning =
-    "RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace";
+  const returning = `RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace, ${FLOW_ON} AS flow`;
   // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
   return single
     ? `${set(STAMP)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
@@ -153,6 +197,7 @@ ON CONFLICT (seq) DO NOTHING`,
         return {
           leases: live.map((row) => toLease<E>(row, a.token, a.worker)),
           deadLettered: rows.length - live.length,
+          flow: rowsOf(r.leased).some((row) => Number(row.flow) === 1),
         };
       },
     );

@@ -8,4 +8,6 @@ export * from "./leases.js";
 export * from "./plan.js";
 export * from "./publish.js";
 export * from "./queues.js";
+export * from "./schedules.js";
+export * from "./settings.js";
 export * from "./subscriptions.js";

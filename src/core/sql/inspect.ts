@@ -3,6 +3,7 @@ import type { Row } from "@libsql/client";
 import { DELAYED, GROUP_COUNT_CAP, PARKED } from "../../rules.js";
 import type { GroupInfo, QueueStats } from "../types.js";
 import { NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
+import { FLOW_ON, QUEUE_PAUSED } from "./settings.js";
 
 /** How many of the oldest messages stats reads for the oldest age and the groups' lag. */
 export const AGE_WINDOW = 20;
@@ -26,6 +27,9 @@ export function statsPlan(): Plan<QueueStats> {
   (SELECT count(*) FROM groups) AS groups,
   (SELECT count(*) FROM tq_dead_letters) AS dead_letters,
   live.in_flight, live.parked, live.delayed, live.held_groups,
+  ${QUEUE_PAUSED} AS paused,
+  CASE WHEN ${FLOW_ON} THEN (SELECT count(*) FROM tq_group_settings WHERE paused = 1) ELSE 0 END AS paused_groups,
+  CASE WHEN ${FLOW_ON} THEN (SELECT count(*) FROM groups WHERE tq_until IS NOT NULL) ELSE 0 END AS rate_limited,
   ${NOW} AS now
 FROM (SELECT coalesce(sum(locked_by NOT IN ('${PARKED}', '${DELAYED}')), 0) AS in_flight,
              coalesce(sum(locked_by = '${PARKED}'), 0) AS parked,
@@ -59,6 +63,9 @@ FROM (SELECT coalesce(sum(locked_by NOT IN ('${PARKED}', '${DELAYED}')), 0) AS i
         delayed,
         groups,
         deadLetters: Number(row.dead_letters),
+        paused: Number(row.paused) === 1,
+        pausedGroups: Number(row.paused_groups),
+        rateLimitedGroups: Number(row.rate_limited),
         now: Number(row.now),
         ...agesOf(rowsOf(r.oldest)),
       };
@@ -140,13 +147,14 @@ export function nextDuePlan(): Plan<{ next: number | null; now: number }> {
     [
       [
         "next",
-        stmt(`SELECT (SELECT min(lock_expiry) FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}) AS next,
+        stmt(`SELECT min((SELECT min(lock_expiry) FROM messages WHERE locked_by IS NOT NULL AND lock_expiry >= ${NOW}),
+           coalesce(CASE WHEN ${FLOW_ON} THEN (SELECT min(tq_until) FROM groups WHERE tq_until IS NOT NULL) END, 1e308)) AS next,
        ${NOW} AS now`),
       ],
     ],
     (r) => {
       const row = rowsOf(r.next)[0] as Row;
-      return { next: row.next === null ? null : Number(row.next), now: Number(row.now) };
+      return { next: row.next === null || Number(row.next) >= 1e308 ? null : Number(row.next), now: Number(row.now) };
     },
   );
 }

@@ -6,6 +6,7 @@ import type { ResultSet } from "@libsql/client";
 import { DELAYED } from "../../rules.js";
 import { QueueError } from "../errors.js";
 import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
+import { FLOW_ON, newGroupState, newGroupTat, newGroupUntil, wakeGroupsStmt } from "./settings.js";
 
 const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
 
@@ -17,6 +18,21 @@ export interface PublishRow {
   delay: number;
   /** The W3C trace context it was published in, for its consumer's span (src/core/telemetry.ts). */
   traceparent?: string | undefined;
+}
+
+/** A singleton publish (one message alone): its key, and whether it replaces the waiting message's event. */
+export interface Singleton {
+  key: string;
+  replace: boolean;
+}
+
+/** What a publish stored. */
+export interface Published {
+  seqs: number[];
+  /** Flow settings are in force in this database (the library then wakes the groups it published into). */
+  flow: boolean;
+  /** A singleton publish found a waiting message with its key (and replaced its event, if asked). */
+  deduplicated?: boolean;
 }
 
 /** How a publish proves, when sent again, whether its first request applied. */
@@ -48,14 +64,17 @@ function valuesOf(rows: PublishRow[]) {
     grpArgs[`g${i}`] = r.groupId;
     grpArgs[`p${i}`] = r.priority;
     const values = [`:g${i}`, `:e${i}`, NOW];
+    const d = delayed ? `:d${i} > 0` : "0";
     if (delayed) {
       msgArgs[`d${i}`] = r.delay;
       grpArgs[`d${i}`] = r.delay;
       values.push(`CASE WHEN :d${i} > 0 THEN '${DELAYED}' END`, `CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END`);
-      grp.push(`(:g${i}, :p${i}, CASE WHEN :d${i} > 0 THEN 1 END)`);
-    } else {
-      grp.push(`(:g${i}, :p${i})`);
     }
+    // A group row made by this publish starts in its state (a delay holds it; flow settings may pause
+    // or rate-hold it); with no flow setting in force, its lookups read nothing.
+    grp.push(
+      `(:g${i}, :p${i}, ${newGroupState(`:g${i}`, d)}, ${newGroupTat(`:g${i}`)}, ${newGroupUntil(`:g${i}`, d)})`,
+    );
     if (traced) {
       msgArgs[`t${i}`] = r.traceparent ?? null;
       values.push(`:t${i}`);
@@ -67,7 +86,7 @@ function valuesOf(rows: PublishRow[]) {
     ...(delayed ? ["locked_by, lock_expiry"] : []),
     ...(traced ? ["tq_trace"] : []),
   ].join(", ");
-  const grpColumns = delayed ? "group_id, priority, tq_busy" : "group_id, priority";
+  const grpColumns = "group_id, priority, tq_busy, tq_tat, tq_until";
   const columnsOf = (list: string) =>
     list
       .split(", ")
@@ -96,16 +115,63 @@ const range = (first: number, count: number) => Array.from({ length: count }, (_
  * that wrote the record, nothing was inserted in between; in a resend of that batch (its answer
  * was lost), the seqs have moved on, so nothing is inserted twice, and the answer comes from the
  * record. A slot record is one row updated in place; a user key's row stays for the window.
+ *
+ * A singleton publish (one message) inserts nothing while a message with its key waits unclaimed
+ * (the unique index `tq_messages_singleton` decides, whoever publishes at once): it answers that
+ * message, whose event it replaces if asked. Its key's record then names that message (`count` 0).
+ *
+ * `wake`: flow settings were in force at the last write (the transport remembers): the batch also
+ * gives the groups it published into back to claims when their window gained a free message.
  */
-export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]> {
+export function publishPlan(
+  rows: PublishRow[],
+  key: PublishKey,
+  o: { singleton?: Singleton | undefined; wake?: boolean } = {},
+): Plan<Published> {
   const { msgArgs, grpArgs, msgColumns, grpColumns, selectMsg, selectGrp, msgValues, grpValues } = valuesOf(rows);
+  const single = o.singleton;
+  const sArgs: Args = single ? { sk: single.key } : {};
+  const columns = single ? `${msgColumns}, tq_singleton` : msgColumns;
+  const values = single ? msgValues.replace(/\)$/, ", :sk)") : msgValues;
+  const selected = single ? `${selectMsg}, column${columns.split(", ").length}` : selectMsg;
+  const conflict = single
+    ? ` ON CONFLICT (tq_singleton) WHERE tq_singleton IS NOT NULL AND tq_attempts IS NULL DO ${
+        single.replace ? "UPDATE SET event = excluded.event, tq_trace = excluded.tq_trace" : "NOTHING"
+      }`
+    : "";
+  const returning = `RETURNING seq, ${FLOW_ON} AS flow`;
+  const waiting = "SELECT seq FROM messages WHERE tq_singleton = :sk AND tq_attempts IS NULL";
+  const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
+  // A group row only where a message of it is now stored (a singleton may store none).
+  const guardedGroups = stmt(
+    `INSERT OR IGNORE INTO groups (${grpColumns}) SELECT ${selectGrp} FROM (VALUES ${grpValues}) AS v
+  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
+    grpArgs,
+  );
+  const flowOf = (r: { inserted?: ResultSet }) => rowsOf(r.inserted).some((row) => Number(row.flow) === 1);
   if (key.kind === "none") {
     return plan(
       [
-        ["inserted", stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs)],
-        ["groups", stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs)],
+        ["before", single ? stmt(`SELECT (${waiting}) AS seq, 1 AS mine`, sArgs) : undefined],
+        [
+          "inserted",
+          stmt(`INSERT INTO messages (${columns}) VALUES ${values}${conflict} ${returning}`, { ...msgArgs, ...sArgs }),
+        ],
+        [
+          "groups",
+          single ? guardedGroups : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
+        ],
+        ["wake", wake],
       ],
-      (r) => seqsOf(r.inserted).sort((a, b) => a - b),
+      (r) => {
+        const before = rowsOf(r.before)[0]?.seq;
+        if (single && before != null) return { seqs: [Number(before)], flow: flowOf(r), deduplicated: true };
+        return {
+          seqs: seqsOf(r.inserted).sort((a, b) => a - b),
+          flow: flowOf(r),
+          ...(single ? { deduplicated: false } : {}),
+        };
+      },
     );
   }
   const table = key.kind === "slot" ? "tq_publishers" : "tq_idempotency";
@@ -151,28 +217,48 @@ export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]>
           key.kind === "slot" && key.collect ? stmt(`DELETE FROM tq_publishers WHERE at < ${NOW} - 86400`) : undefined,
         ],
         [
+          "before",
+          single
+            ? stmt(`SELECT (${waiting}) AS seq, ${guarded ? mine : "1"} AS mine`, {
+                ...sArgs,
+                ...(guarded ? { ...id, token: key.token } : {}),
+              })
+            : undefined,
+        ],
+        [
           "inserted",
           guarded
             ? stmt(
-                `INSERT INTO messages (${msgColumns}) SELECT ${selectMsg} FROM (VALUES ${msgValues}) WHERE ${mine} RETURNING seq`,
-                { ...msgArgs, ...id, token: key.token },
+                `INSERT INTO messages (${columns}) SELECT ${selected} FROM (VALUES ${values}) WHERE ${mine}${conflict} ${returning}`,
+                { ...msgArgs, ...sArgs, ...id, token: key.token },
               )
-            : stmt(`INSERT INTO messages (${msgColumns}) VALUES ${msgValues} RETURNING seq`, msgArgs),
+            : stmt(`INSERT INTO messages (${columns}) VALUES ${values}${conflict} ${returning}`, {
+                ...msgArgs,
+                ...sArgs,
+              }),
         ],
         // A resend after the group emptied must not leave an empty group row.
         [
           "groups",
-          guarded
-            ? stmt(
-                `INSERT OR IGNORE INTO groups (${grpColumns}) SELECT ${selectGrp} FROM (VALUES ${grpValues}) AS v
-  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
-                grpArgs,
-              )
+          guarded || single
+            ? guardedGroups
             : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
+        ],
+        ["wake", wake],
+        // A singleton's record names the message it answers with (count 0: one it found waiting).
+        [
+          "answered",
+          single
+            ? stmt(
+                `UPDATE ${table} SET count = CASE WHEN w.seq <> first_seq THEN 0 ELSE count END, first_seq = w.seq
+  FROM (${waiting}) AS w WHERE ${where} AND token = :token`,
+                { ...sArgs, ...id, token: key.token },
+              )
+            : undefined,
         ],
         [
           "state",
-          guarded
+          guarded || single
             ? stmt(
                 `SELECT token, first_seq, count${key.kind === "user" ? ", fingerprint" : ""} FROM ${table} WHERE ${where}`,
                 id,
@@ -181,14 +267,21 @@ export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]>
         ],
       ],
       (r) => {
+        const flow = flowOf(r);
         const inserted = seqsOf(r.inserted).sort((a, b) => a - b);
-        if (inserted.length > 0) return inserted;
+        const before = rowsOf(r.before)[0];
+        if (single && before !== undefined && Number(before.mine) === 1) {
+          if (before.seq != null) return { seqs: [Number(before.seq)], flow, deduplicated: true };
+          return { seqs: inserted, flow, deduplicated: false };
+        }
+        if (inserted.length > 0 && !single) return { seqs: inserted, flow };
         const state = rowsOf(r.state)[0];
         if (!state) throw new QueueError("DATABASE", "publish: the idempotency record is missing");
+        const found = Number(state.count) === 0;
         const sameRequest =
           key.kind === "slot"
             ? state.token === key.token
-            : state.fingerprint === key.fingerprint && Number(state.count) === rows.length;
+            : state.fingerprint === key.fingerprint && (Number(state.count) === rows.length || (single && found));
         if (!sameRequest) {
           if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
           throw new QueueError(
@@ -199,18 +292,23 @@ export function publishPlan(rows: PublishRow[], key: PublishKey): Plan<number[]>
             },
           );
         }
-        return range(Number(state.first_seq), rows.length);
+        return {
+          seqs: range(Number(state.first_seq), single ? 1 : rows.length),
+          flow,
+          ...(single ? { deduplicated: found } : {}),
+        };
       },
     );
   return key.kind === "slot" ? { ...build(false), resend: build(true) } : build(true);
 }
 
 /** A publish's fingerprint, for its user key: the same request gives the same one. */
-export async function fingerprintOf(rows: PublishRow[]): Promise<string> {
-  // A delay is part of the request (version 1's fingerprints, without one, still match).
-  const text = JSON.stringify(
-    rows.map((r) => (r.delay > 0 ? [r.groupId, r.event, r.priority, r.delay] : [r.groupId, r.event, r.priority])),
+export async function fingerprintOf(rows: PublishRow[], singleton?: Singleton): Promise<string> {
+  // A delay is part of the request (version 1's fingerprints, without one, still match), and so is a singleton.
+  const list: unknown[] = rows.map((r) =>
+    r.delay > 0 ? [r.groupId, r.event, r.priority, r.delay] : [r.groupId, r.event, r.priority],
   );
+  const text = JSON.stringify(singleton === undefined ? list : [...list, [singleton.key, singleton.replace]]);
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (x) => x.toString(16).padStart(2, "0")).join("");
 }

@@ -54,6 +54,7 @@ it("counts publishes, acks, nacks, dead letters and releases; buckets claim-to-a
     dbTimeouts: 0,
     dbBlocked: 0,
     dbRecoveries: 0,
+    scheduled: 0,
   });
   expect(r.held.count).toBe(1);
   expect(r.held.counts).toHaveLength(HELD_BUCKETS.length + 1);
