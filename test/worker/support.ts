@@ -147,7 +147,7 @@ export async function groupsWithTwoLiveLeases(): Promise<unknown[]> {
 /** Empties the databases the Worker's static map names (QUEUE_DATABASES), for a file that makes named queues. */
 export async function emptyMappedDatabases(): Promise<void> {
   const map = JSON.parse(inject("workerQueueDatabases")) as Record<string, { url: string; namespace: string }>;
-  const stmts = ["messages", "groups", "tq_dead_letters", "tq_idempotency", "tq_publishers", "tq_subscriptions"]
+  const stmts = TABLES.filter((t) => t !== "tq_queues")
     .map((t) => `DELETE FROM ${t}`)
     .concat(["DELETE FROM sqlite_sequence WHERE name = 'messages'"]);
   for (const db of Object.values(map)) {
