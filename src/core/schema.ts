@@ -325,26 +325,27 @@ export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;
 
 /**
  * The statements that bring a database at `from` (0: none of ours yet, a new database or one the
- * Python transports made) to SCHEMA_VERSION, to run as one write batch. Two transports racing to
+ * Python transports made) to `to` (SCHEMA_VERSION; an earlier one only to make an old database in a
+ * test), to run as one write batch. Two transports racing to
  * do it: the second one's batch fails as a whole (a column already exists) and it reads the version
  * again.
  */
-export function migrationSteps(from: number): string[] {
-  if (from >= SCHEMA_VERSION) return [];
+export function migrationSteps(from: number, to: number = SCHEMA_VERSION): string[] {
+  if (from >= to) return [];
   const start = from === 0 ? [...SPEC_TABLES, ...ADDED_COLUMNS] : from === 1 ? [...FROM_V1] : [];
-  const later = VERSIONS.filter((v) => v.version > Math.max(from, 1)).flatMap((v) => v.steps);
+  const later = VERSIONS.filter((v) => v.version > Math.max(from, 1) && v.version <= to).flatMap((v) => v.steps);
   const after = from === 1 ? FROM_V1_AFTER : [];
   // Version 1's live keys are copied once version 2's table exists (the first entry of `later`).
   const steps =
     from === 1 ? [...start, ...V2_OBJECTS, ...after, ...later.slice(V2_OBJECTS.length)] : [...start, ...later];
-  return [...steps, ...setVersion()];
+  return [...steps, ...setVersion(to)];
 }
 
 /** Records the version (never lowers it: a newer transport may have been there first). */
-function setVersion(): string[] {
+function setVersion(version: number): string[] {
   return [
     "CREATE TABLE IF NOT EXISTS tq_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
-  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${SCHEMA_VERSION}`,
+    `INSERT INTO tq_meta (key, value) VALUES ('schema_version', '${version}')
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < ${version}`,
   ];
 }

@@ -197,11 +197,7 @@ describe("migrating version 5's catalog (addresses kept in it) to the current ve
     // Version 5 kept each queue's databases in the catalog, here on a port nothing listens on any more.
     await raw.batch(
       [
-        ...migrationSteps(0),
-        "DROP TABLE tq_queues",
-        `CREATE TABLE tq_queues (
-  name TEXT PRIMARY KEY, shards INTEGER NOT NULL, databases TEXT NOT NULL, location_hint TEXT, created_at REAL NOT NULL
-) WITHOUT ROWID`,
+        ...migrationSteps(0, 5),
         {
           sql: "INSERT INTO tq_queues VALUES (?, 1, ?, NULL, 1), (?, 2, ?, 'weur', 2)",
           args: [
@@ -211,7 +207,6 @@ describe("migrating version 5's catalog (addresses kept in it) to the current ve
             JSON.stringify([0, 1].map((i) => ({ url: "http://127.0.0.1:9", namespace: `billing-${run}--${i}` }))),
           ],
         },
-        "UPDATE tq_meta SET value = '5' WHERE key = 'schema_version'",
       ],
       "write",
     );
