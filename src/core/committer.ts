@@ -8,11 +8,15 @@
  *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
  *  - puts a timeout on every request,
  *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
+ *
+ * A local file goes through the same loop (`InProcess`): its batch is a transaction run before the
+ * call returns, so there is no request to time out and no answer to lose; BUSY (another process
+ * holds the lock) is retried the same way.
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { backoff, RETRY_MS, sleepOrThrow, timeoutError } from "./backoff.js";
 import { Deadlines } from "./deadlines.js";
-import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
+import { failedWrite, type InProcess, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
 import type { Plan } from "./sql/index.js";
 
@@ -49,6 +53,7 @@ interface Pending<T> extends WriteSpec<T> {
 
 export class Committer implements WriteEngine {
   readonly #send: (stmts: InStatement[]) => Promise<ResultSet[]>;
+  readonly #inProcess: InProcess | undefined;
   readonly #opts: CommitterOptions;
   readonly #queue: Pending<unknown>[] = [];
   #inFlight = 0;
@@ -65,14 +70,22 @@ export class Committer implements WriteEngine {
   #nextPause = 1;
   readonly stats = newStats();
 
-  /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
-  constructor(client: Client, opts: CommitterOptions, send?: (stmts: InStatement[]) => Promise<ResultSet[]>) {
-    this.#send = send ?? ((stmts) => client.batch(stmts, "write"));
+  /**
+   * `send` runs one atomic write batch as a request (by default `client.batch(stmts, "write")`), or
+   * is the database in this process.
+   */
+  constructor(
+    client: Client,
+    opts: CommitterOptions,
+    send?: ((stmts: InStatement[]) => Promise<ResultSet[]>) | InProcess,
+  ) {
+    this.#inProcess = typeof send === "object" ? send : undefined;
+    this.#send = typeof send === "function" ? send : (stmts) => client.batch(stmts, "write");
     this.#opts = opts;
   }
 
   submit<T>(spec: WriteSpec<T>): Promise<T> {
-    if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
+    if (this.#closed) return Promise.reject(closedError());
     return new Promise<T>((resolve, reject) => {
       // The deadline is kept by the committer's watch, so that no caller waits past it, even while
       // a request that carries its write is still out (that write's outcome is then unknown).
@@ -115,7 +128,7 @@ export class Committer implements WriteEngine {
     if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
     this.#hold = undefined;
     this.#queuedStatements = 0;
-    for (const p of this.#queue.splice(0)) p.reject(new QueueError("CLOSED", "the transport is closed"));
+    for (const p of this.#queue.splice(0)) p.reject(closedError());
   }
 
   /**
@@ -187,11 +200,18 @@ export class Committer implements WriteEngine {
     for (;;) {
       live = this.#dropExpired(live);
       if (live.length === 0) return;
+      if (this.#closed && attempt > 0) {
+        for (const w of live) w.reject(closedError(w.maybeApplied));
+        return;
+      }
       let results: ResultSet[];
       const plans = live.map(current);
       for (const w of live) w.sent = true;
       try {
-        results = await this.#request(plans.flatMap((p) => p.stmts));
+        results =
+          this.#inProcess === undefined
+            ? await this.#request(plans.flatMap((p) => p.stmts))
+            : this.#inProcess.writeNow(plans);
       } catch (e) {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
@@ -290,6 +310,8 @@ export class Committer implements WriteEngine {
     );
   }
 }
+
+const closedError = (outcomeUnknown = false) => new QueueError("CLOSED", "the transport is closed", { outcomeUnknown });
 
 /** The plan a write sends now: its resend plan once an earlier request may have applied. */
 const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);

@@ -1,10 +1,12 @@
 /**
  * The write path's one interface. Every write is a plan (src/core/sql) that must run as one atomic
- * batch; an engine takes them from concurrent callers and commits them in groups, each caller
- * getting its own answer or its own error. Two engines implement it: the committer (a database over
- * the network: one HTTP request per batch, timeouts, resends) and local files (in-process, one
- * transaction per tick).
+ * batch; the engine (src/core/committer.ts) takes them from concurrent callers and commits them in
+ * groups, each caller getting its own answer or its own error. A batch reaches its database in one
+ * of two ways: a request over the network (it can be lost, so it is timed, and only idempotent
+ * writes go again), or a transaction in this process (`InProcess`: a local file, run to its end
+ * before it returns).
  */
+import type { ResultSet } from "@libsql/client";
 import type { Plan } from "./sql/index.js";
 
 export interface WriteSpec<T> extends Plan<T> {
@@ -39,6 +41,15 @@ export interface WriteEngine {
   /** Fails what is queued with CLOSED; nothing is accepted after. */
   close(): void;
   readonly stats: Readonly<WriteStats>;
+}
+
+/**
+ * A database in this process (a local file, src/core/local.ts): the plans' statements run as one
+ * transaction before `writeNow` returns, each only when its plan says it is needed (`Plan.when`).
+ * Answers every statement's result in order (a skipped one answers nothing done).
+ */
+export interface InProcess {
+  writeNow(plans: ReadonlyArray<Plan<unknown>>): ResultSet[];
 }
 
 export const newStats = (): WriteStats => ({
