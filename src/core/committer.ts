@@ -7,7 +7,10 @@
  *  - retries what is safe to retry (SQLITE_BUSY, a refused connection; a lost response only for
  *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
  *  - puts a timeout on every request,
- *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
+ *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`),
+ *  - puts claims (`last`) at the end of their batch, and lets its watchers (the Worker's writer)
+ *    add claims for consumers that wait to a batch that may free a message, so that what it
+ *    publishes or frees reaches them in its own round trip.
  *
  * A local file goes through the same loop (`InProcess`): its batch is a transaction run before the
  * call returns, so there is no request to time out and no answer to lose; BUSY (another process
@@ -16,7 +19,15 @@
 import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { backoff, RETRY_MS, sleepOrThrow, timeoutError } from "./backoff.js";
 import { Deadlines } from "./deadlines.js";
-import { failedWrite, type InProcess, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
+import {
+  type BatchWatcher,
+  type Freed,
+  failedWrite,
+  type InProcess,
+  newStats,
+  type WriteEngine,
+  type WriteSpec,
+} from "./engine.js";
 import { QueueError, toQueueError } from "./errors.js";
 import type { Plan } from "./sql/index.js";
 
@@ -68,6 +79,9 @@ export class Committer implements WriteEngine {
   /** Batches to send without a hold (after holds that waited in vain), and the next such pause. */
   #skipHolds = 0;
   #nextPause = 1;
+  readonly #watchers = new Set<BatchWatcher>();
+  /** Turns of the event loop the next batch waits for watchers taking in their answers. */
+  #turns = 0;
   readonly stats = newStats();
 
   /**
@@ -123,6 +137,11 @@ export class Committer implements WriteEngine {
     });
   }
 
+  watch(watcher: BatchWatcher): () => void {
+    this.#watchers.add(watcher);
+    return () => this.#watchers.delete(watcher);
+  }
+
   close(): void {
     this.#closed = true;
     if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
@@ -172,9 +191,9 @@ export class Committer implements WriteEngine {
   }
 
   #pump(): void {
-    if (this.#hold !== undefined) return;
+    if (this.#hold !== undefined || this.#turns > 0) return;
     while (this.#inFlight < this.#opts.maxInFlight && this.#queue.length > 0) {
-      const batch: Pending<unknown>[] = [];
+      let batch: Pending<unknown>[] = [];
       let statements = 0;
       while (this.#queue.length > 0) {
         const next = this.#queue[0] as Pending<unknown>;
@@ -184,17 +203,54 @@ export class Committer implements WriteEngine {
         this.#queue.shift();
       }
       this.#queuedStatements -= statements;
+      const served = this.#watchers.size > 0 ? this.#leaving(batch) : undefined;
+      if (batch.some((w) => w.last)) batch = [...batch.filter((w) => !w.last), ...batch.filter((w) => w.last)];
       this.#inFlight++;
       const sentAt = Date.now();
-      void this.#run(batch).finally(() => {
+      void this.#run(batch, served).finally(() => {
         this.#inFlight--;
-        if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
-        else this.#pump();
+        const next = () => {
+          if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
+          else this.#pump();
+        };
+        if (![...this.#watchers].some((w) => w.settling?.())) {
+          next();
+          return;
+        }
+        // Their answers' continuations run before a timer fires.
+        this.#turns++;
+        setTimeout(() => {
+          this.#turns--;
+          next();
+        }, 0);
       });
     }
   }
 
-  async #run(writes: Pending<unknown>[]): Promise<void> {
+  /**
+   * Tells the watchers that `batch` is leaving; the writes they submit meanwhile join it (past
+   * `maxBatchStatements` if need be: a round of claims goes with the write it serves). Answers the
+   * watchers whose claims for everyone waiting are now in it.
+   */
+  #leaving(batch: Pending<unknown>[]): Set<BatchWatcher> {
+    const mayFree = batch.some((w) => w.frees !== undefined);
+    const queued = this.#queue.length;
+    const served = new Set<BatchWatcher>();
+    for (const watcher of this.#watchers) {
+      try {
+        if (watcher.leaving?.(mayFree)) served.add(watcher);
+      } catch (e) {
+        console.error("a batch watcher threw", e);
+      }
+    }
+    for (const rider of this.#queue.splice(queued)) {
+      batch.push(rider);
+      this.#queuedStatements -= rider.stmts.length;
+    }
+    return served;
+  }
+
+  async #run(writes: Pending<unknown>[], served?: Set<BatchWatcher>): Promise<void> {
     let attempt = 0;
     let live = writes;
     for (;;) {
@@ -254,6 +310,7 @@ export class Committer implements WriteEngine {
       let offset = 0;
       const since = this.#arrivals;
       let back = 0;
+      const freed: Freed[] = [];
       live.forEach((w, i) => {
         const p = plans[i] as Plan<unknown>;
         const slice = results.slice(offset, offset + p.stmts.length);
@@ -261,13 +318,29 @@ export class Committer implements WriteEngine {
         try {
           const answer = p.read(slice, w.maybeApplied);
           if (w.comesBack?.(answer)) back++;
+          const f = w.frees?.(answer);
+          if (f !== undefined) freed.push(f);
           w.resolve(answer);
         } catch (e) {
           w.reject(e);
         }
       });
       this.#awaited = { since, count: back };
+      if (freed.length > 0) this.#tellFreed(freed, served);
       return;
+    }
+  }
+
+  #tellFreed(freed: Freed[], served: Set<BatchWatcher> | undefined): void {
+    for (const watcher of this.#watchers) {
+      const rode = served?.has(watcher) === true;
+      for (const f of freed) {
+        try {
+          watcher.changed(f.change, f.seq, rode);
+        } catch (e) {
+          console.error("a batch watcher threw", e);
+        }
+      }
     }
   }
 

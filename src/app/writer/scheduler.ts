@@ -4,8 +4,11 @@
  * claim's worth: a waiter, a subscription with free slots) and what to do with what a claim got;
  * the scheduler decides when to claim and for whom:
  *
- * - after a write through the transport (`onChange`: a publish, an ack, a nack, a redrive, a
- *   release), a full round: one claim per ask, all in one write batch, in the asks' order;
+ * - when a write batch that may free a message leaves (a publish, an ack, a nack, a redrive, a
+ *   release), a full round in that very batch: one claim per ask, after its writes, in the asks'
+ *   order, so that what the batch publishes or frees reaches a waiting consumer in its own round
+ *   trip. If some ask's claim is still out in an earlier batch, or the owner must first prepare,
+ *   a full round follows once the batch commits instead (`onChange`);
  * - when a wake fires (a lease, a park or a delayed message comes due, or the safety re-check for
  *   writers that bypass the Worker), a probe: one claim for the least picky ask. If even it finds
  *   nothing, so would the others; if it finds something, a full round follows. An idle fleet
@@ -13,9 +16,10 @@
  * - on an arrival, a claim for the newcomer alone (the others were served or checked since the
  *   last change).
  *
- * One round runs at a time; kicks meanwhile are remembered and served by the next. After the
- * rounds, while its owner is active, the next wake is asked for: by a timer, or by `wakeAt` (the
- * Durable Object's alarm, which outlives an eviction).
+ * One round runs at a time (a round riding a batch aside); kicks meanwhile are remembered and
+ * served by the next. An ask whose claim is out is in no other round until its answer is taken in.
+ * After the rounds, while its owner is active, the next wake is asked for: by a timer, or by
+ * `wakeAt` (the Durable Object's alarm, which outlives an eviction).
  */
 import { type Change, internalsOf } from "../../core/internals.js";
 import type { LibsqlTransport } from "../../core/transport.js";
@@ -33,16 +37,28 @@ export interface Ask {
 export interface Claimer<A extends Ask> {
   /** Whether anyone is served: writes start rounds, and wakes are asked for, only then. */
   active(): boolean;
-  /** Everyone a full round claims for, in the order their claims ride the batch. */
+  /**
+   * Everyone a full round claims for, in the order their claims ride the batch: none whose claim
+   * is out (from `claiming` until `took`).
+   */
   asks(): A[];
+  /** A claim for `ask` is sent; its answer comes to `took`. */
+  claiming?(ask: A): void;
   /** What one claim got. True when there may be more for the others: a full round follows. */
   took(ask: A, got: PromiseSettledResult<Lease[]>): boolean;
-  /** Before each round (the pusher reads its subscriptions again when they changed). */
-  prepare?(): Promise<void>;
+  /**
+   * Before each round, what must be done first (the pusher reads its subscriptions again when they
+   * changed); nothing when a round may start at once (only then may one ride a batch).
+   */
+  prepare?(): Promise<void> | undefined;
   /** A wake fired, before its probe. */
   woken?(): void;
-  /** A write through the transport, before the round it may start (`seq`: the lease it settled). */
-  changed?(change: Change, seq: number | undefined): void;
+  /**
+   * A write through the transport freed something (`seq`: the lease it settled). True when that
+   * gives the asks more room (a slot held by that lease): a full round follows even if one rode the
+   * write's batch.
+   */
+  changed?(change: Change, seq: number | undefined): boolean;
 }
 
 /** Why a round is wanted: a write (a full round), a wake (a probe), a newcomer (its own claim). */
@@ -98,6 +114,8 @@ export class Scheduler<A extends Ask> {
   #generation = 0;
   readonly #runs = new Set<Promise<void>>();
   #off: (() => void) | undefined;
+  /** Claims submitted and not answered yet, and whether each has left in a batch. */
+  readonly #out = new Set<{ sent: boolean }>();
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** The wake asked for and not yet fired: an earlier one makes a later request needless (an alarm set is a storage write). */
   #wakeSetFor: number | undefined;
@@ -112,7 +130,7 @@ export class Scheduler<A extends Ask> {
     this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
   }
 
-  /** Whether a run (rounds, or asking for the next wake) is under way. */
+  /** Whether a run (rounds, or asking for the next wake) or a round riding a batch is under way. */
   get busy(): boolean {
     return this.#runs.size > 0;
   }
@@ -120,9 +138,14 @@ export class Scheduler<A extends Ask> {
   /** Hears the writes through the transport (idempotent). */
   listen(): void {
     if (this.#off !== undefined || this.#stopped) return;
-    this.#off = internalsOf(this.#queue).onChange((change, seq) => {
-      this.#claimer.changed?.(change, seq);
-      if (this.#claimer.active()) void this.kick("write");
+    this.#off = internalsOf(this.#queue).onChange({
+      leaving: (mayFree) => this.#leaving(mayFree),
+      changed: (change, seq, served) => {
+        const grew = this.#claimer.changed?.(change, seq) === true;
+        if ((grew || !served) && this.#claimer.active()) void this.kick("write");
+      },
+      // Answers to claims sent are taken in before the next batch leaves (who still waits).
+      settling: () => [...this.#out].some((c) => c.sent),
     });
   }
 
@@ -217,8 +240,45 @@ export class Scheduler<A extends Ask> {
     return this.#arrivals.length > 0 ? "arrivals" : undefined;
   }
 
+  /**
+   * A batch leaves: our claims submitted until now go in it. If it may free a message, a full
+   * round joins it at its end, for every ask whose claim is not out. Answers whether every ask then
+   * has a claim after its writes (none still out in an earlier batch).
+   */
+  #leaving(mayFree: boolean): boolean {
+    let earlier = false;
+    for (const c of this.#out) {
+      if (c.sent) earlier = true;
+      c.sent = true;
+    }
+    if (!mayFree || this.#stopped || !this.#claimer.active()) return false;
+    const preparing = this.#claimer.prepare?.();
+    if (preparing !== undefined) {
+      // The round that follows the commit awaits it.
+      preparing.catch(() => {});
+      return false;
+    }
+    const round = [...this.#claimer.asks()];
+    if (round.length > 0) {
+      const ride = this.#claimFor(round, false).then(
+        (more) => {
+          if (more) void this.kick("write");
+        },
+        (e) => console.error(`${this.#name}: round failed`, e),
+      );
+      this.#runs.add(ride);
+      void ride.finally(() => this.#runs.delete(ride));
+      for (const c of this.#out) c.sent = true;
+    }
+    if (earlier) return false;
+    // A full round owed for earlier writes is this one.
+    this.#full = false;
+    return true;
+  }
+
   async #round(kind: "full" | "probe" | "arrivals"): Promise<void> {
-    if (this.#claimer.prepare !== undefined) await this.#claimer.prepare();
+    const preparing = this.#claimer.prepare?.();
+    if (preparing !== undefined) await preparing;
     // A snapshot: asks that arrive while the claims are out are the next round's.
     const all = [...this.#claimer.asks()];
     let round = all;
@@ -231,18 +291,35 @@ export class Scheduler<A extends Ask> {
       this.#arrivals = [];
     }
     if (round.length === 0) return;
+    if (await this.#claimFor(round, kind === "probe")) this.#full = true;
+  }
+
+  /**
+   * Claims for `round`, each answer to its owner; true when a full round should follow (an owner
+   * says there may be more, or a probe found something).
+   */
+  async #claimFor(round: A[], probe: boolean): Promise<boolean> {
     this.#stats.rounds++;
     this.#stats.claims += round.length;
-    // Submitted in one tick: the committer sends them in one batch, in this order.
+    const out = round.map((a) => {
+      this.#claimer.claiming?.(a);
+      const c = { sent: false };
+      this.#out.add(c);
+      return c;
+    });
+    // Submitted in one tick (before this returns: a round riding a batch joins it): the committer
+    // sends them in one batch, in this order.
     const results = await Promise.allSettled(
       round.map((a) => this.#queue.claimMany(a.workerId, a.visibility, a.n, a.minPriority)),
     );
+    let more = false;
     round.forEach((a, i) => {
+      this.#out.delete(out[i] as { sent: boolean });
       const got = results[i] as PromiseSettledResult<Lease[]>;
-      const more = this.#claimer.took(a, got);
-      const found = got.status === "fulfilled" && got.value.length > 0;
-      if (more || (kind === "probe" && found)) this.#full = true;
+      if (this.#claimer.took(a, got)) more = true;
+      if (probe && got.status === "fulfilled" && got.value.length > 0) more = true;
     });
+    return more;
   }
 
   /** The next wake, while active: the next due moment or the re-check. A run started since then asks for its own. */
