@@ -3,13 +3,12 @@
  * bindings (parsed once per isolate, see src/app/env.ts): the default queue's, and those of the
  * named queues in its catalog.
  *
- * With the QUEUE_WRITER Durable Object bound (wrangler.toml binds it), the Worker answers the pages
- * and the bearer check at the edge (src/app/edge.ts) and sends every authorized `/v1` request to
- * the QueueWriter of its queue's database: one per database, asked to run next to its primary (a
- * location hint). That object runs the same API over one long-lived transport, so that requests
- * from every isolate share one write path: concurrent claims, acks and publishes ride one
- * `batch(…, "write")`, with one batch in flight to the database (sqld and a Turso primary have one
- * writer; many batches waiting only slow each other down). A Worker cannot do that by itself:
+ * With the QUEUE_WRITER Durable Object bound (wrangler.toml binds it), the Worker runs the API at
+ * the edge and reaches each database through its QueueWriter (src/app/edge.ts): one per database,
+ * asked to run next to its primary (a location hint). A writer holds one long-lived transport, so
+ * that requests from every isolate share one write path: concurrent claims, acks and publishes ride
+ * one `batch(…, "write")`, with one batch in flight to the database (sqld and a Turso primary have
+ * one writer; many batches waiting only slow each other down). A Worker cannot do that by itself:
  * workerd does not let one request wait on I/O another request started.
  *
  * Without the binding the Worker serves the API itself, with a transport per request and at most
@@ -17,22 +16,20 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp } from "./app/app.js";
-import { type ClaimInput, claimWithAcks } from "./app/claiming.js";
-import type { ShardOf } from "./app/context.js";
 import { databaseKey } from "./app/databases.js";
-import { createEdgeApp, type Writer } from "./app/edge.js";
+import { type WriterOf, writersAt } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
-import { catalogOf } from "./app/queues.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
+import { type Call, databaseRef, type Outcome, outcome, runCalls, type WriterTarget } from "./app/writer/calls.js";
+import { dispatcherFor } from "./app/writer/dispatcher.js";
 import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
-import { databaseRef, type Outcome, outcome, unwrap, type WriterPort } from "./app/writer/port.js";
 import { Pusher } from "./app/writer/pusher.js";
+import { type CatalogCall, WAIT_PATH, type WaitAnswer, type WaitBody, type Writer } from "./app/writer/remote.js";
 import type { Database } from "./core/databases.js";
-import type { QueueInfo } from "./core/queues.js";
-import { shardLease } from "./core/shard.js";
+import { catalogStoreOf } from "./core/queues.js";
+import { type ShardOf, shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
 import type { Lease } from "./core/types.js";
-import { DEFAULT_QUEUE } from "./rules.js";
 
 /**
  * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
@@ -47,71 +44,71 @@ const DATABASE_KEY = "database";
 const METER_KEY = "meter";
 
 /**
- * A database's single writer: the whole API over one shared transport, and the push deliveries of
- * its subscriptions (src/app/writer/pusher.ts), woken by this object's alarm so that they resume
- * after an eviction with no request arriving. The default queue's writer also keeps the catalog of
- * named queues.
+ * A database's single writer: the queue operations the edge asks of its database (src/app/writer/calls.ts),
+ * its long polls (src/app/writer/dispatcher.ts) and the push deliveries of its subscriptions
+ * (src/app/writer/pusher.ts), woken by this object's alarm so that they resume after an eviction with
+ * no request arriving. The default queue's writer also keeps the catalog's rows.
  */
-export class QueueWriter extends DurableObject<WorkerBindings> implements WriterPort {
+export class QueueWriter extends DurableObject<WorkerBindings> implements Writer {
   readonly #transports = sharedTransports();
   #pusher: Pusher | undefined;
   /** The database this writer serves, and which shard of its queue it is: named by the edge, kept in storage for its alarm. */
-  #database: Database | undefined;
-  #shard: ShardOf | undefined;
+  #target: WriterTarget | undefined;
   #retired = false;
-  readonly #app = createApp((config, target) => this.#queue(config, target.database, target.shard), {
-    dbConcurrency: Number.POSITIVE_INFINITY,
-    waits: "dispatch",
-    // Reachable only through the namespace binding, from the edge app, which checked the token.
-    auth: "forwarded",
-    queueDeleted: (config, queue) => this.#retireWriters(config, queue),
-    meters: (config, queue) => this.#meters(config, queue),
-  });
+  /** Long polls under way, by id: the edge may end one early (another shard answered first). */
+  readonly #waits = new Map<string, AbortController>();
   /** This writer's counters and samples (`/metrics`, the dashboard's charts), kept in its storage. */
   #meter: Meter | undefined;
 
-  override fetch(request: Request): Promise<Response> {
-    this.#unretire();
-    return Promise.resolve(this.#app.fetch(request, this.env));
+  /** The edge's calls on this writer's database, started together (their writes ride one batch). */
+  async run(target: WriterTarget, calls: Call[]): Promise<Outcome<unknown>[]> {
+    const opened = await outcome(() => this.#serve(target));
+    if ("error" in opened) return calls.map(() => opened);
+    return runCalls(opened.ok, calls);
   }
 
-  /** A request came: the edge routes here only for a queue in the catalog (made again after a delete). */
-  #unretire(): void {
-    this.#retired = false;
-  }
-
-  /** The edge's lean path (src/app/writer/port.ts): a claim that does not wait. */
-  claim(input: ClaimInput, database: Database): ReturnType<WriterPort["claim"]> {
-    this.#unretire();
+  /** On the default queue's writer: the catalog's rows. */
+  catalog([op, args]: CatalogCall): Promise<Outcome<unknown>> {
     return outcome(async () => {
       const config = this.#config();
-      const queue = await this.#queue(config, database);
-      return claimWithAcks(input, {
-        queue: async () => queue,
-        idle: async () => {},
-        waits: { mode: "dispatch", recheckMs: config.recheckMs },
-      });
+      const store = catalogStoreOf(await this.#serve({ database: config.database, shard: { index: 0, count: 1 } }));
+      return (store[op] as (...a: unknown[]) => Promise<unknown>)(...args);
     });
   }
 
-  /** The edge's lean path: an ack. */
-  ack(leaseId: string, database: Database): Promise<Outcome<null>> {
-    this.#unretire();
-    return outcome(async () => {
-      await (await this.#queue(this.#config(), database)).ack(leaseId);
-      return null;
-    });
+  /** A long poll: its calls first, then the wait (over HTTP: a client who hangs up ends it). */
+  override async fetch(request: Request): Promise<Response> {
+    if (new URL(request.url).pathname !== WAIT_PATH || request.method !== "POST")
+      return new Response(null, { status: 404 });
+    const body = (await request.json()) as WaitBody;
+    const config = this.#config();
+    const opened = await outcome(() => this.#serve(body.target));
+    if ("error" in opened)
+      return Response.json({ outcomes: body.calls.map(() => opened), leases: opened } satisfies WaitAnswer);
+    const transport = opened.ok;
+    const outcomes = runCalls(transport, body.calls);
+    const ended = new AbortController();
+    this.#waits.set(body.id, ended);
+    const signal = AbortSignal.any([ended.signal, request.signal]);
+    try {
+      const leases = await outcome(() =>
+        dispatcherFor(transport, config.recheckMs).wait({
+          workerId: body.workerId,
+          visibility: body.visibility,
+          n: body.n,
+          minPriority: body.minPriority,
+          waitMs: body.waitMs,
+          signal,
+        }),
+      );
+      return Response.json({ outcomes: await outcomes, leases } satisfies WaitAnswer);
+    } finally {
+      this.#waits.delete(body.id);
+    }
   }
 
-  /**
-   * A named queue, as this (the default queue's) writer's catalog says: read each time (the edge
-   * caches; an edge and a writer may share an isolate, and so lookupQueue's cache).
-   */
-  lookup(name: string): Promise<Outcome<QueueInfo | null>> {
-    return outcome(async () => {
-      const config = this.#config();
-      return (await catalogOf(config, await this.#queue(config, config.database)).get(name)) ?? null;
-    });
+  async cancelWait(id: string): Promise<void> {
+    this.#waits.get(id)?.abort();
   }
 
   /** Its counters, once stored (null when it never counted anything). */
@@ -131,8 +128,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     await this.#meter?.stop();
     this.#meter = undefined;
     // Its database went away: a queue made again under the name gets a new one, named afresh.
-    this.#database = undefined;
-    this.#shard = undefined;
+    this.#target = undefined;
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
   }
@@ -152,30 +148,29 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   async wake(): Promise<void> {
     const parsed = parseEnv(this.env);
     if (!parsed.ok || this.#retired) return;
-    if (this.#database === undefined) {
-      const kept = await this.ctx.storage.get<{ database: Database; shard?: ShardOf }>(DATABASE_KEY);
-      this.#database = kept?.database ?? parsed.config.database;
-      this.#shard = kept?.shard;
-    }
-    await this.#queue(parsed.config, this.#database, this.#shard);
+    const kept = this.#target ?? (await this.ctx.storage.get<Partial<WriterTarget>>(DATABASE_KEY));
+    await this.#serve({
+      database: kept?.database ?? databaseRef(parsed.config.database),
+      shard: kept?.shard ?? { index: 0, count: 1 },
+    });
     await this.#pusher?.wake();
   }
 
-  async #queue(config: Config, database: Database | undefined, shard?: ShardOf): Promise<LibsqlTransport> {
-    const db = database ?? this.#database ?? config.database;
-    if (this.#database === undefined || (shard !== undefined && this.#shard === undefined)) {
-      this.#database = db;
-      this.#shard = shard;
-      if (databaseKey(db) !== databaseKey(config.database)) {
-        await this.ctx.storage.put(DATABASE_KEY, { database: databaseRef(db), ...(shard ? { shard } : {}) });
+  /** The transport of the database the edge names (the one this writer is named after), with its pusher and meter. */
+  async #serve(target: WriterTarget): Promise<LibsqlTransport> {
+    // A request came: the edge routes here only for a queue in the catalog (made again after a delete).
+    this.#retired = false;
+    const config = this.#config();
+    if (this.#target === undefined) {
+      this.#target = target;
+      if (databaseKey(target.database) !== databaseKey(config.database)) {
+        await this.ctx.storage.put(DATABASE_KEY, target);
       }
     }
-    // Named by its database: a transport (never a sharded queue).
-    const queue = (await this.#transports(config, {
-      name: DEFAULT_QUEUE,
-      database: this.#database,
-    })) as LibsqlTransport;
-    if (this.#meter === undefined && !this.#retired) {
+    const db: Database = this.#target.database;
+    const access = this.#transports(config, this.env);
+    const queue = (await access.open(db, { hint: undefined, shard: this.#target.shard })) as LibsqlTransport;
+    if (this.#meter === undefined) {
       this.#meter = new Meter(queue, {
         store: {
           load: () => this.ctx.storage.get<MeterSnapshot>(METER_KEY),
@@ -185,12 +180,12 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       });
       attachMeter(queue, this.#meter);
     }
-    if (this.#pusher === undefined && !this.#retired) {
-      const shardOf = this.#shard;
+    if (this.#pusher === undefined) {
+      const shard: ShardOf = this.#target.shard;
       this.#pusher = new Pusher(queue, {
         recheckMs: config.recheckMs,
         // A shard's deliveries name their shard, as the queue's API names its leases.
-        ...(shardOf && shardOf.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shardOf) } : {}),
+        ...(shard.count > 1 ? { leaseOut: (l: Lease) => shardLease(l, shard) } : {}),
         maxConnections: config.pushConnections,
         delivered: (ok) => this.#meter?.pushed(ok),
         wakeAt: (at) => this.ctx.storage.setAlarm(at),
@@ -198,26 +193,6 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
       void this.#pusher.wake();
     }
     return queue;
-  }
-
-  /** The counters of a queue's writers: this one's own, the others' by RPC. */
-  async #meters(config: Config, queue: QueueInfo): Promise<MeterReading[]> {
-    const own = this.#database === undefined ? undefined : databaseKey(this.#database);
-    const readings = await Promise.all(
-      queue.databases.map(async (db) => {
-        if (databaseKey(db) === own) return this.#meter?.reading();
-        const w = writerOf(config, this.env, db, queue.locationHint ?? config.locationHint) as unknown as WriterPort;
-        return unwrap(await w.meter());
-      }),
-    );
-    return readings.filter((r): r is MeterReading => r != null);
-  }
-
-  /** The writers of a deleted queue's databases let go (their databases are gone). */
-  async #retireWriters(config: Config, queue: QueueInfo): Promise<void> {
-    await Promise.allSettled(
-      queue.databases.map((db) => (writerOf(config, this.env, db, undefined) as unknown as WriterPort).retire()),
-    );
   }
 }
 
@@ -227,7 +202,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
  * kept: a stub belongs to the request that made it.
  */
 const writerIds = new WeakMap<object, Map<string, DurableObjectId>>();
-const writerOf = (config: Config, env: Bindings, db: Database, hint: string | undefined): Writer => {
+const writerOf: WriterOf = (config, env, db, hint) => {
   const ns = (env as WorkerBindings).QUEUE_WRITER as Env["QUEUE_WRITER"];
   let ids = writerIds.get(ns);
   if (!ids) {
@@ -246,7 +221,7 @@ const writerOf = (config: Config, env: Bindings, db: Database, hint: string | un
 
 // Built on first use, not at startup: an isolate needs only one of them.
 let standalone: ReturnType<typeof createApp> | undefined;
-let edge: ReturnType<typeof createEdgeApp> | undefined;
+let edge: ReturnType<typeof createApp> | undefined;
 
 export default {
   fetch(request: Request, env: WorkerBindings, ctx?: ExecutionContext) {
@@ -255,7 +230,7 @@ export default {
       standalone ??= createApp(perRequestTransports());
       return standalone.fetch(request, env, ctx);
     }
-    edge ??= createEdgeApp(writerOf);
+    edge ??= createApp(writersAt(writerOf), { dbConcurrency: Number.POSITIVE_INFINITY });
     return edge.fetch(request, env, ctx);
   },
 

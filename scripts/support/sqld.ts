@@ -33,6 +33,8 @@ export interface SqldOptions {
   authJwtKeyFile?: string;
   /** Also serve the admin API on a free port (for the rows read/written that Turso bills, see `billed`). */
   admin?: boolean;
+  /** The admin API's port (with `admin` or `namespaces`); a free one when omitted. */
+  adminPort?: number;
   /**
    * Many databases in one server (`--enable-namespaces`, which needs the admin API): each request names
    * its database in a header (src/core/connect.ts `namespace`); `createNamespace` makes one.
@@ -72,12 +74,22 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether nothing listens on `port` of 127.0.0.1 now. */
+export async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+  });
+}
+
 /** sqld could not bind a port that was free a moment before (another process took it meanwhile). */
 class PortTaken extends Error {}
 
 export async function startSqld(opts: SqldOptions = {}): Promise<Sqld> {
   // Ports we picked may be taken between freePort() and sqld's bind: pick again, a few times.
-  const ours = opts.port === undefined && typeof opts.grpc !== "number";
+  const ours = opts.port === undefined && opts.adminPort === undefined && typeof opts.grpc !== "number";
   for (let attempt = 1; ; attempt++) {
     try {
       return await startOnce(opts);
@@ -96,7 +108,7 @@ async function startOnce(opts: SqldOptions): Promise<Sqld> {
   if (grpcPort !== undefined) args.push("--grpc-listen-addr", `127.0.0.1:${grpcPort}`);
   if (opts.primaryGrpcUrl) args.push("--primary-grpc-url", opts.primaryGrpcUrl);
   if (opts.authJwtKeyFile) args.push("--auth-jwt-key-file", opts.authJwtKeyFile);
-  const adminPort = opts.admin || opts.namespaces ? await freePort() : undefined;
+  const adminPort = opts.admin || opts.namespaces ? (opts.adminPort ?? (await freePort())) : undefined;
   if (adminPort !== undefined) args.push("--admin-listen-addr", `127.0.0.1:${adminPort}`);
   if (opts.namespaces) args.push("--enable-namespaces");
   args.push(...(opts.extraArgs ?? []));

@@ -7,16 +7,12 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { sleepOrReturn } from "../core/backoff.js";
-import type { Database } from "../core/databases.js";
-import type { QueueInfo } from "../core/queues.js";
-import type { LibsqlTransport } from "../core/transport.js";
 import { DEFAULT_QUEUE } from "../rules.js";
-import { requireBearer, trustForwarded } from "./auth.js";
-import type { AppEnv, ShardOf, TransportFactory } from "./context.js";
-import type { Config } from "./env.js";
+import { requireBearer } from "./auth.js";
+import type { AppEnv, TransportFactory } from "./context.js";
 import { errorBody, HttpError, handleError } from "./errors.js";
 import { Gate } from "./gate.js";
-import { catalogOf } from "./queues.js";
+import { catalogFor, placementOf, serve } from "./queues.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { groupMessages } from "./routes/groups.js";
@@ -37,36 +33,13 @@ export interface AppOptions {
   /**
    * Requests of this app (one per isolate) that may talk to the database at once (default 1:
    * writers serialize in the database anyway, and concurrent write transactions only wait on each
-   * other). `Infinity` when the transport is shared and limits its own writes (the Durable Object).
+   * other). `Infinity` where what reaches the databases limits its own writes (the QueueWriters, a
+   * shared transport).
    */
   dbConcurrency?: number;
   /** Longest a request waits for one of those slots before a 503 BUSY, in ms (default 30 000). */
   dbWaitMs?: number;
-  /**
-   * How a claim's `wait` (long poll) is served: "dispatch" when the transport is shared and sees
-   * every write (the QueueWriter), re-checking every QUEUE_RECHECK_SECONDS for writers that bypass it;
-   * "native" when the queue waits itself (a sharded queue over its shards' writers, at the edge);
-   * otherwise (default) by polling with growing pauses inside the request.
-   */
-  waits?: "dispatch" | "native" | "poll";
-  /**
-   * "bearer" (default): every `/v1` request must carry `Authorization: Bearer <QUEUE_TOKEN>`.
-   * "forwarded": requests come only from `createEdgeApp`, which checked it (the QueueWriter), and
-   * which names the database a request is for (`DATABASE_HEADER`).
-   */
-  auth?: "bearer" | "forwarded";
-  /** After a queue's deletion through this app: let go of what served it (default: nothing). */
-  queueDeleted?: (config: Config, queue: QueueInfo) => Promise<void>;
-  /** The counters kept by a queue's writers (`/metrics`); default: none kept. */
-  meters?: (config: Config, queue: QueueInfo) => Promise<MeterReading[]>;
 }
-
-/**
- * The database a request forwarded by the edge is for (JSON: `{url, namespace?}`, no token): the
- * QueueWriter serves the database it is named by. Trusted only from the edge (`auth: "forwarded"`);
- * the edge never passes on a client's.
- */
-export const DATABASE_HEADER = "x-tq-database";
 
 /**
  * What both apps answer the same way: the pages (no auth, no database), 405 for a known path asked
@@ -92,35 +65,36 @@ export function baseApp(): Hono<AppEnv> {
   return app;
 }
 
+/**
+ * The API over databases reached as `factory` says (src/app/transports.ts, or the QueueWriters at the
+ * Worker's edge): every `/v1` request needs the bearer token; its queue is resolved by the catalog.
+ */
 export function createApp(factory: TransportFactory, options: AppOptions = {}): Hono<AppEnv> {
   const app = baseApp();
   const limit = options.dbConcurrency ?? 1;
   const gate = Number.isFinite(limit) ? new Gate(limit, options.dbWaitMs ?? 30_000) : undefined;
-  const forwarded = options.auth === "forwarded";
-  const waits = options.waits ?? "poll";
 
   const setup: MiddlewareHandler<AppEnv> = async (c, next) => {
     const config = c.get("config");
-    const header = forwarded ? c.req.header(DATABASE_HEADER) : undefined;
-    const named = header === undefined ? undefined : (JSON.parse(header) as Database & { shard?: ShardOf });
-    const database = named && { url: named.url, ...(named.namespace ? { namespace: named.namespace } : {}) };
+    const access = factory(config, c.env);
+    const catalog = catalogFor(config, access);
     let held = false;
     c.set("queueName", DEFAULT_QUEUE);
+    c.set("catalog", catalog);
     c.set("queue", async () => {
       if (!held && gate) {
         await gate.acquire();
         held = true;
       }
-      return factory(config, { name: c.get("queueName"), database, shard: named?.shard }, c.env);
+      return serve(config, access, await catalog.resolve(c.get("queueName")));
     });
-    c.set("catalog", async () =>
-      catalogOf(
-        config,
-        (await factory(config, { name: DEFAULT_QUEUE, database: config.database }, c.env)) as LibsqlTransport,
-      ),
-    );
-    c.set("queueDeleted", (queue) => options.queueDeleted?.(config, queue) ?? Promise.resolve());
-    c.set("meters", (queue) => options.meters?.(config, queue) ?? Promise.resolve([]));
+    c.set("queueDeleted", (queue) => access.retire?.(queue) ?? Promise.resolve());
+    c.set("meters", async (queue) => {
+      const { meter } = access;
+      if (meter === undefined) return [];
+      const all = await Promise.all(queue.databases.map((db, i) => meter(db, placementOf(queue, i, config))));
+      return all.filter((r): r is MeterReading => r != null);
+    });
     c.set("idle", async (ms, signal) => {
       if (held) {
         gate?.release();
@@ -128,23 +102,15 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       }
       await sleepOrReturn(ms, signal);
     });
-    c.set(
-      "waits",
-      waits === "dispatch"
-        ? { mode: "dispatch", recheckMs: config.recheckMs }
-        : waits === "native"
-          ? { mode: "native" }
-          : { mode: "poll" },
-    );
+    c.set("waits", access.waits);
     try {
       await next();
     } finally {
       if (held) gate?.release();
     }
   };
-  const auth = forwarded ? trustForwarded : requireBearer;
-  app.use("/v1/*", auth, setup);
-  app.use("/metrics", auth, setup);
+  app.use("/v1/*", requireBearer, setup);
+  app.use("/metrics", requireBearer, setup);
 
   app.route("/", messages);
   app.route("/", claims);

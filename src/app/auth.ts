@@ -6,17 +6,6 @@ import { HttpError } from "./errors.js";
 
 const BEARER = /^Bearer[ \t]+([!-~]+)[ \t]*$/i;
 
-/**
- * For an app that only ever receives requests the edge has authorized (the QueueWriter: a Durable
- * Object is reachable only through its namespace binding): the configuration, without a second check.
- */
-export const trustForwarded: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const parsed = parseEnv(c.env);
-  if (!parsed.ok) throw parsed.error;
-  c.set("config", parsed.config);
-  await next();
-};
-
 export const requireBearer: MiddlewareHandler<AppEnv> = async (c, next) => {
   const parsed = parseEnv(c.env);
   // Misconfigured (QUEUE_TOKEN unset, database URL missing): refuse everything, never run open.

@@ -63,10 +63,11 @@ async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): 
   if (input.wait === 0) return once();
   const waitMs = input.wait * 1000;
   if (ctx.waits.mode === "native") {
-    return q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
+    const got = await q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
       wait: input.wait,
       ...(ctx.signal ? { signal: ctx.signal } : {}),
     });
+    return handedOver(q, got, ctx.signal);
   }
   if (ctx.waits.mode === "dispatch" && queue instanceof LibsqlTransport) {
     return dispatcherFor(queue, ctx.waits.recheckMs).wait({
@@ -89,10 +90,12 @@ async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): 
       if (!ctx.signal?.aborted) q = await ctx.queue();
     },
   });
-  // The client left while its claim was under way: what it got goes back at once.
-  if (ctx.signal?.aborted) {
-    await Promise.all(got.map((l) => q.release(l)));
-    return [];
-  }
-  return got;
+  return handedOver(q, got, ctx.signal);
+}
+
+/** The leases, unless the client left while its claim was under way: then they go back at once, unspent. */
+async function handedOver(q: ServedQueue, got: Lease[], signal: AbortSignal | undefined): Promise<Lease[]> {
+  if (!signal?.aborted) return got;
+  await Promise.all(got.map((l) => q.release(l)));
+  return [];
 }

@@ -1,35 +1,56 @@
 /** What a request of the app carries (Hono's `Env`): the bindings, and what the middleware sets. Types only. */
+export type { ShardOf } from "../core/shard.js";
+
 import type { Database } from "../core/databases.js";
-import type { QueueCatalog, QueueInfo } from "../core/queues.js";
+import type { CatalogStore, QueueCatalog, ResolvedQueue } from "../core/queues.js";
+import type { ShardOf } from "../core/shard.js";
 import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { Bindings, Config } from "./env.js";
 import type { MeterReading } from "./writer/meter.js";
+import type { WriterQueue } from "./writer/remote.js";
 
-/** The queue a request is for: its name and, where the Worker's edge resolved it, its database. */
-export interface QueueTarget {
-  name: string;
-  database?: Database | undefined;
-  /** Where the database is one shard of a sharded queue: which, of how many (its pushes name their shard). */
-  shard?: ShardOf | undefined;
-}
-
-export interface ShardOf {
-  index: number;
-  count: number;
+/** Where a database of a queue is served: its writer's location hint, and which shard it is. */
+export interface Placement {
+  hint: string | undefined;
+  shard: ShardOf;
 }
 
 /**
  * How a claim's `wait` (long poll) is served: by the writer's dispatcher (re-checking every
- * `recheckMs`), by the queue itself (a sharded queue whose shards' writers wait), or by polling.
+ * `recheckMs`), by the queue itself (the writers a queue's databases are reached through wait), or
+ * by polling.
  */
 export type Waits = { mode: "dispatch"; recheckMs: number } | { mode: "native" } | { mode: "poll" };
 
-/** What serves a queue's requests: a transport over its database, or a sharded queue over its shards. */
-export type ServedQueue = LibsqlTransport | ShardedQueue;
+/** What serves one database of a queue: a transport over it, or its writer. */
+export type DatabaseQueue = LibsqlTransport | WriterQueue;
 
-/** Returns what serves a queue; expected to build it once and cache it, or to be cheap. `env`: the request's bindings. */
-export type TransportFactory = (config: Config, target: QueueTarget, env: Bindings) => Promise<ServedQueue>;
+/** What serves a queue's requests: its one database, or a sharded queue over its shards. */
+export type ServedQueue = DatabaseQueue | ShardedQueue;
+
+/**
+ * How one deployment reaches databases: the one thing that differs between the Worker's edge (each
+ * database through its QueueWriter), a long-lived server (a transport per database) and a Worker
+ * without the Durable Object (a transport per request). Everything else, from a queue's name to
+ * the operation on its databases, is the same code (src/app/queues.ts).
+ */
+export interface DatabaseAccess {
+  /** What serves one database of a queue (the default queue's included). */
+  open(db: Database, at: Placement): Promise<DatabaseQueue>;
+  /** The catalog's rows, in the default queue's database. */
+  catalogStore(): Promise<CatalogStore>;
+  /** A database's schema in place (before its queue is listed). */
+  prepare(db: Database, at: Placement): Promise<void>;
+  /** The counters a database's writer keeps (none where no writer keeps them). */
+  meter?(db: Database, at: Placement): Promise<MeterReading | null>;
+  /** A deleted queue's databases are gone: what served them lets go. */
+  retire?(queue: ResolvedQueue): Promise<void>;
+  waits: Waits;
+}
+
+/** Builds the access for a configuration (expected to be cheap: called per request). `env`: the request's bindings. */
+export type TransportFactory = (config: Config, env: Bindings) => DatabaseAccess;
 
 export interface AppEnv {
   Bindings: Bindings;
@@ -39,15 +60,15 @@ export interface AppEnv {
     queue: () => Promise<ServedQueue>;
     /** The request's queue (`/v1/queues/{queue}/...`; the default queue for `/v1/...`). */
     queueName: string;
-    /** The catalog of named queues (the `/v1/queues` routes). */
-    catalog: () => Promise<QueueCatalog>;
+    /** The catalog of named queues: the one way from a queue's name to its databases. */
+    catalog: QueueCatalog;
     /** The counters kept by a queue's writers, one per database (none without the QueueWriter). */
-    meters: (queue: QueueInfo) => Promise<MeterReading[]>;
+    meters: (queue: ResolvedQueue) => Promise<MeterReading[]>;
     /** After a queue's deletion: lets go of what served it (the QueueWriter retires its writers). */
-    queueDeleted: (queue: QueueInfo) => Promise<void>;
+    queueDeleted: (queue: ResolvedQueue) => Promise<void>;
     /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */
     idle: (ms: number, signal?: AbortSignal) => Promise<void>;
-    /** How a claim's `wait` is served (AppOptions.waits). */
+    /** How a claim's `wait` is served. */
     waits: Waits;
   };
 }

@@ -9,7 +9,8 @@ import { addReadings, type Counters, HELD_BUCKETS, type MeterReading } from "./w
 
 export interface QueueMetrics {
   name: string;
-  stats: QueueStats;
+  /** Null when its databases could not be read. */
+  stats: QueueStats | null;
   /** One per database that has a writer; empty where none keeps counters (the Worker without its QueueWriter). */
   readings: MeterReading[];
 }
@@ -42,19 +43,22 @@ export function prometheusText(queues: QueueMetrics[]): string {
   const line = (name: string, labels: Record<string, string>, value: number) =>
     out.push(`${name}{${labelText(labels)}} ${numberText(value)}`);
 
+  family("turso_queue_up", "gauge", "1 when the queue's databases answered this scrape, 0 when they did not.");
+  for (const q of queues) line("turso_queue_up", { queue: q.name }, q.stats === null ? 0 : 1);
+  const read = queues.flatMap((q) => (q.stats === null ? [] : [{ name: q.name, stats: q.stats }]));
   family("turso_queue_messages", "gauge", "Messages in the queue by state; dead: its dead letters.");
-  for (const q of queues) {
+  for (const q of read) {
     for (const [state, key] of Object.entries(STATES))
       line("turso_queue_messages", { queue: q.name, state }, q.stats[key] as number);
   }
   family("turso_queue_groups", "gauge", "Groups with messages.");
-  for (const q of queues) line("turso_queue_groups", { queue: q.name }, q.stats.groups);
+  for (const q of read) line("turso_queue_groups", { queue: q.name }, q.stats.groups);
   family(
     "turso_queue_oldest_age_seconds",
     "gauge",
     "Seconds the oldest message has waited, since its publish or since it came due (0 when none).",
   );
-  for (const q of queues) line("turso_queue_oldest_age_seconds", { queue: q.name }, q.stats.oldestAge ?? 0);
+  for (const q of read) line("turso_queue_oldest_age_seconds", { queue: q.name }, q.stats.oldestAge ?? 0);
 
   const kept = queues.filter((q) => q.readings.length > 0).map((q) => ({ name: q.name, r: addReadings(q.readings) }));
   for (const [name, key, help] of COUNTERS) {

@@ -1,18 +1,15 @@
 /**
- * Named queues in the Worker: where their databases come from (QUEUE_DATABASES), the catalog that
- * lists them (kept in the default queue's database, src/core/queues.ts), and a short-lived cache of
- * lookups, so that a request to a named queue costs no read of the catalog most of the time.
+ * From a queue's name to what serves it, the same way wherever the app runs: the catalog resolves
+ * the name (src/core/queues.ts: its databases from QUEUE_DATABASES and the URLs configured today),
+ * and the deployment's DatabaseAccess opens each database (its writer at the Worker's edge, a
+ * transport elsewhere). A queue of several databases is a ShardedQueue over them.
  */
 import { type DatabaseProvider, sqldNamespaces, staticDatabases, tursoDatabases } from "../core/databases.js";
 import { QueueError } from "../core/errors.js";
-import { QueueCatalog, type QueueInfo } from "../core/queues.js";
-import type { LibsqlTransport } from "../core/transport.js";
-import { DEFAULT_QUEUE } from "../rules.js";
-import { openDatabase } from "./databases.js";
+import { QueueCatalog, type QueueInfo, type ResolvedQueue } from "../core/queues.js";
+import { ShardedQueue } from "../core/sharded.js";
+import type { DatabaseAccess, Placement, ServedQueue } from "./context.js";
 import type { Config } from "./env.js";
-
-/** How long a lookup is trusted: a queue deleted elsewhere is still routed to for at most this long. */
-const LOOKUP_TTL_MS = 5_000;
 
 export function providerOf(config: Config): DatabaseProvider {
   const d = config.databases;
@@ -28,79 +25,75 @@ export function providerOf(config: Config): DatabaseProvider {
       });
     case "static":
       return staticDatabases(d.map);
-    case "none":
+    case "none": {
+      const none = (name: string) =>
+        new QueueError(
+          "INVALID_ARGUMENT",
+          `queue: this Worker has no databases for named queues (set QUEUE_DATABASES: namespaces, turso, or a map; asked for ${name})`,
+          { field: "queue" },
+        );
       return {
-        create: async () => {
-          throw new QueueError(
-            "INVALID_ARGUMENT",
-            "queue: this Worker makes no databases for named queues (set QUEUE_DATABASES: namespaces, turso, or a map)",
-            { field: "queue" },
-          );
+        create: async (name) => {
+          throw none(name);
+        },
+        locate: async (name) => {
+          throw none(name);
         },
         drop: async () => false,
       };
+    }
   }
 }
 
-/** The catalog, kept in the default queue's database (`home`, that database's transport). */
-export function catalogOf(config: Config, home: LibsqlTransport): QueueCatalog {
-  return new QueueCatalog({
-    home,
-    defaultDatabase: config.database,
-    provider: providerOf(config),
-    defaultLocationHint: config.locationHint,
-    open: async (db) => {
-      const { transport, close } = await openDatabase(db, config);
-      return { stats: () => transport.stats(), close };
-    },
-  });
-}
-
-const looked = new Map<string, { at: number; queue: Promise<QueueInfo | undefined> }>();
+/** Where the `index`-th database of `queue` is served from. */
+export const placementOf = (queue: QueueInfo, index: number, config: Config): Placement => ({
+  hint: queue.locationHint ?? config.locationHint,
+  shard: { index, count: queue.shards },
+});
 
 /**
- * The queue named `name` (cached for a few seconds per isolate), asked of `read` when not cached
- * (the catalog, through the default queue's transport, or the default queue's writer); QUEUE_NOT_FOUND
- * when there is none.
+ * The catalog for a configuration and a way of reaching databases, built once per configuration (an
+ * isolate's): its cache of resolved queues lives as long as the isolate.
  */
-export async function lookupQueue(
-  config: Config,
-  name: string,
-  read: (name: string) => Promise<QueueInfo | undefined>,
-): Promise<QueueInfo> {
-  const key = `${config.databaseUrl}\n${name}`;
-  const now = Date.now();
-  let entry = looked.get(key);
-  if (entry === undefined || now - entry.at > LOOKUP_TTL_MS) {
-    if (looked.size > 1000) looked.clear();
-    entry = {
-      at: now,
-      queue: name === DEFAULT_QUEUE ? Promise.resolve(undefined) : read(name),
-    };
-    looked.set(key, entry);
-    entry.queue.catch(() => looked.delete(key));
+const catalogs = new WeakMap<Config, { access: DatabaseAccess; catalog: QueueCatalog }>();
+
+export function catalogFor(config: Config, access: DatabaseAccess): QueueCatalog {
+  const kept = catalogs.get(config);
+  // The access is built per request; the catalog reaches databases through the latest one.
+  if (kept !== undefined) {
+    kept.access = access;
+    return kept.catalog;
   }
-  const queue = name === DEFAULT_QUEUE ? catalogDefault(config) : await entry.queue;
-  if (queue === undefined) {
-    throw new QueueError("QUEUE_NOT_FOUND", `queue: no queue ${name} (make it with PUT /v1/queues/${name})`, {
-      field: "queue",
-    });
-  }
-  return queue;
+  const entry: { access: DatabaseAccess; catalog: QueueCatalog } = {
+    access,
+    catalog: new QueueCatalog({
+      home: {
+        get: async (name): Promise<QueueInfo | undefined> => (await entry.access.catalogStore()).get(name),
+        list: async (limit) => (await entry.access.catalogStore()).list(limit),
+        add: async (q) => (await entry.access.catalogStore()).add(q),
+        setLocationHint: async (name, hint) => (await entry.access.catalogStore()).setLocationHint(name, hint),
+        remove: async (name) => (await entry.access.catalogStore()).remove(name),
+      },
+      defaultDatabase: config.database,
+      provider: providerOf(config),
+      defaultLocationHint: config.locationHint,
+      open: async (db, { queue, index }) => {
+        const at = placementOf(queue, index, config);
+        const q = await entry.access.open(db, at);
+        return { stats: () => q.stats(), ready: () => entry.access.prepare(db, at) };
+      },
+    }),
+  };
+  catalogs.set(config, entry);
+  return entry.catalog;
 }
 
-/** Forgets what was looked up about `name` (after a put or a delete through this isolate). */
-export function forgetQueue(config: Config, name: string): void {
-  looked.delete(`${config.databaseUrl}\n${name}`);
+/** What serves `queue`: its database, or a ShardedQueue over its databases. */
+export async function serve(config: Config, access: DatabaseAccess, queue: ResolvedQueue): Promise<ServedQueue> {
+  const shards = await Promise.all(queue.databases.map((db, i) => access.open(db, placementOf(queue, i, config))));
+  if (shards.length === 1) return shards[0] as ServedQueue;
+  return new ShardedQueue(shards, { turn: nextTurn(queue.name) });
 }
-
-const catalogDefault = (config: Config): QueueInfo => ({
-  name: DEFAULT_QUEUE,
-  shards: 1,
-  databases: [config.database],
-  locationHint: config.locationHint,
-  createdAt: 0,
-});
 
 const turns = new Map<string, number>();
 
@@ -108,7 +101,7 @@ const turns = new Map<string, number>();
  * Where the claims of a sharded queue built for one request start: one shard further each time in
  * this isolate, so that no shard is always asked first (a ShardedQueue is built per request).
  */
-export function nextTurn(name: string): number {
+function nextTurn(name: string): number {
   const turn = turns.get(name) ?? 0;
   if (turns.size > 1000) turns.clear();
   turns.set(name, turn + 1);

@@ -46,7 +46,7 @@ import { DeadLetters } from "./resources/dead-letters.js";
 import { Inspect } from "./resources/inspect.js";
 import { Leases } from "./resources/leases.js";
 import { Messages } from "./resources/messages.js";
-import { Queues, type QueueWithStats, queueSegment } from "./resources/queues.js";
+import { type ListedQueue, Queues, type QueueWithStats, queueSegment } from "./resources/queues.js";
 import { Subscriptions } from "./resources/subscriptions.js";
 
 const DEFAULTS = { timeoutMs: 30_000, retries: 4, maxClaimWait: MAX_CLAIM_WAIT };
@@ -293,7 +293,7 @@ export class QueueClient {
   // named queues (everyone's, whatever queue this client serves)
 
   /** Every queue, the default one first, each with its counts. */
-  queues(options: CallOptions = {}): Promise<QueueWithStats[]> {
+  queues(options: CallOptions = {}): Promise<ListedQueue[]> {
     return this.#queues.list(options);
   }
 

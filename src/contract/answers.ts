@@ -246,10 +246,26 @@ export const QueueAnswer = v.object({
 /** A queue and its counts, added up over its shards. */
 export const QueueWithStats = v.object({ ...Queue.entries, stats: Stats });
 
+/** A queue in the list: its counts, or, when its databases did not answer, null and why. */
+export const QueueListItem = v.object({
+  ...Queue.entries,
+  stats: v.pipe(v.nullable(Stats), v.description("Its counts; null when its databases could not be reached.")),
+  error: v.optional(
+    v.pipe(
+      v.object({ code: v.string(), message: v.string() }),
+      v.description(
+        "Why its databases could not be reached (`UNAVAILABLE`, `TIMEOUT`, ...); absent when they answered. One unreachable queue hides no other.",
+      ),
+    ),
+  ),
+});
+
 export const QueueList = v.object({
   queues: v.pipe(
-    v.array(QueueWithStats),
-    v.description("Every queue, the default one first, then by name, each with its counts (added up over its shards)."),
+    v.array(QueueListItem),
+    v.description(
+      "Every queue, the default one first, then by name, each with its counts (added up over its shards), or why they could not be read.",
+    ),
   ),
 });
 

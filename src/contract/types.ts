@@ -53,6 +53,7 @@ export type QueueRequest = InferInput<typeof s.QueueBody>;
 export type Queue = InferOutput<typeof s.Queue>;
 export type QueueAnswer = InferOutput<typeof s.QueueAnswer>;
 export type QueueWithStats = InferOutput<typeof s.QueueWithStats>;
+export type QueueListItem = InferOutput<typeof s.QueueListItem>;
 export type QueueList = InferOutput<typeof s.QueueList>;
 /** What a push subscription's consumer receives: the body of each POST to its URL. */
 export type PushDelivery = InferOutput<typeof s.PushDelivery>;

@@ -28,7 +28,7 @@ import {
   type WriteEngine,
   type WriteSpec,
 } from "./engine.js";
-import { QueueError, toQueueError } from "./errors.js";
+import { QueueError, retryable, toQueueError } from "./errors.js";
 import type { Plan } from "./sql/index.js";
 
 export interface CommitterOptions {
@@ -272,8 +272,7 @@ export class Committer implements WriteEngine {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
         if (err.code === "BUSY") this.stats.busy++;
-        const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
-        if (!retryable) {
+        if (!retryable(err)) {
           // The batch rolled back as a whole. When the database says which statement failed, only
           // the write that statement belongs to gets the error; the others go again, together.
           const at =

@@ -9,7 +9,7 @@ import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE } from 
 import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
-import { invalid, QueueError, toQueueError } from "./errors.js";
+import { invalid, QueueError, retryable, toQueueError } from "./errors.js";
 import { httpUrlOf, httpWriter } from "./hrana.js";
 import { localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
@@ -218,8 +218,7 @@ async function readWithRetries(client: Client, stmt: InStatement, s: Settings): 
       return await withTimeout(client.execute(stmt), s.requestTimeoutMs);
     } catch (e) {
       const err = toQueueError(e);
-      const retryable = err.code === "BUSY" || err.code === "UNAVAILABLE" || err.code === "TIMEOUT";
-      if (!retryable || Date.now() + 10 >= deadline) throw err;
+      if (!retryable(err) || Date.now() + 10 >= deadline) throw err;
       await sleepOrThrow(backoff(attempt, RETRY_MS));
     }
   }

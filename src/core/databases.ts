@@ -23,6 +23,11 @@ export interface Database {
 export interface DatabaseProvider {
   /** Makes the database `name` (nothing when it exists already) and says how to reach it. */
   create(name: string): Promise<Database>;
+  /**
+   * How to reach the database `name` under today's configuration, without making it: the catalog
+   * keeps no address, so a queue follows its databases when a URL, an organization or a map changes.
+   */
+  locate(name: string): Promise<Database>;
   /** Drops the database `name` and its data; false when there was none. */
   drop(name: string): Promise<boolean>;
 }
@@ -39,7 +44,9 @@ export function sqldNamespaces(o: {
 }): DatabaseProvider {
   const f = o.fetch ?? platformFetch;
   const admin = o.adminUrl.replace(/\/+$/, "");
+  const at = (name: string): Database => ({ url: o.url, authToken: o.authToken, namespace: name });
   return {
+    locate: async (name) => at(name),
     async create(name) {
       const res = await call(f, `${admin}/v1/namespaces/${encodeURIComponent(name)}/create`, {
         method: "POST",
@@ -48,7 +55,7 @@ export function sqldNamespaces(o: {
       });
       const text = await res.text();
       if (!res.ok && !/already exists/i.test(text)) throw failure(`creating namespace ${name}`, res.status, text);
-      return { url: o.url, authToken: o.authToken, namespace: name };
+      return at(name);
     },
     async drop(name) {
       const res = await call(f, `${admin}/v1/namespaces/${encodeURIComponent(name)}`, { method: "DELETE" });
@@ -79,21 +86,47 @@ export function tursoDatabases(o: {
   const base = `${(o.apiUrl ?? "https://api.turso.tech").replace(/\/+$/, "")}/v1/organizations/${encodeURIComponent(o.organization)}/databases`;
   const headers = { authorization: `Bearer ${o.apiToken}`, "content-type": "application/json" };
   const reach = (hostname: string): Database => ({ url: `libsql://${hostname}`, authToken: o.databaseToken });
+  // A database's hostname, as the Platform API answers it today (asked once per provider: a
+  // renamed organization is followed by the next isolate).
+  const hosts = new Map<string, Promise<string>>();
+  const hostOf = (name: string): Promise<string> => {
+    let h = hosts.get(name);
+    if (h === undefined) {
+      h = (async () => {
+        const got = await call(f, `${base}/${encodeURIComponent(name)}`, { headers });
+        const body = await got.text();
+        if (got.status === 404) {
+          throw new QueueError(
+            "UNAVAILABLE",
+            `the Turso database ${name} does not exist in organization ${o.organization}`,
+          );
+        }
+        if (!got.ok) throw failure(`reading Turso database ${name}`, got.status, body);
+        return hostnameOf(body, name);
+      })();
+      hosts.set(name, h);
+      h.catch(() => hosts.delete(name));
+    }
+    return h;
+  };
   return {
+    locate: async (name) => reach(await hostOf(name)),
     async create(name) {
       const res = await call(f, base, { method: "POST", headers, body: JSON.stringify({ name, group: o.group }) });
       const text = await res.text();
-      if (res.ok) return reach(hostnameOf(text, name));
+      if (res.ok) {
+        const host = hostnameOf(text, name);
+        hosts.set(name, Promise.resolve(host));
+        return reach(host);
+      }
       if (res.status !== 409) throw failure(`creating Turso database ${name}`, res.status, text);
       // It exists: where is it?
-      const got = await call(f, `${base}/${encodeURIComponent(name)}`, { headers });
-      const body = await got.text();
-      if (!got.ok) throw failure(`reading Turso database ${name}`, got.status, body);
-      return reach(hostnameOf(body, name));
+      return reach(await hostOf(name));
     },
     async drop(name) {
       const res = await call(f, `${base}/${encodeURIComponent(name)}`, { method: "DELETE", headers });
       const text = await res.text();
+      hosts.delete(name);
       if (res.status === 404) return false;
       if (!res.ok) throw failure(`dropping Turso database ${name}`, res.status, text);
       return true;
@@ -104,14 +137,18 @@ export function tursoDatabases(o: {
 /** A fixed map of databases: nothing is made or dropped (a queue's data stays where you put it). */
 export function staticDatabases(map: Record<string, Database | string>): DatabaseProvider {
   const known = new Map(Object.entries(map).map(([k, d]) => [k, typeof d === "string" ? { url: d } : d]));
+  const listed = () => [...known.keys()].join(", ") || "none";
   return {
     async create(name) {
       const d = known.get(name);
+      if (d === undefined)
+        throw invalid("queue", `has no database in the static map (add "${name}" to it; it lists ${listed()})`);
+      return d;
+    },
+    async locate(name) {
+      const d = known.get(name);
       if (d === undefined) {
-        throw invalid(
-          "queue",
-          `has no database in the static map (add "${name}" to it; it lists ${[...known.keys()].join(", ") || "none"})`,
-        );
+        throw new QueueError("UNAVAILABLE", `the static map has no database ${name} any more (it lists ${listed()})`);
       }
       return d;
     },

@@ -51,6 +51,18 @@ export class QueueError<C extends string = QueueErrorCode> extends Error {
   }
 }
 
+/**
+ * Whether the library's own retry loops try the call again (until its deadline): a busy database, a
+ * timeout, an outage; not a database that does not exist (HTTP 404), which no retry brings back.
+ */
+export function retryable(e: QueueError): boolean {
+  if (e.code === "BUSY" || e.code === "TIMEOUT") return true;
+  return e.code === "UNAVAILABLE" && statusOf(errorChain(e.cause)) !== 404;
+}
+
+const statusOf = (chain: unknown[]) =>
+  chain.map((c) => (c as { status?: unknown }).status).find((s): s is number => typeof s === "number");
+
 export const invalid = (field: string, problem: string): QueueError =>
   new QueueError("INVALID_ARGUMENT", `${field}: ${problem}`, { field });
 
@@ -94,7 +106,12 @@ export function toQueueError(e: unknown): QueueError {
   if (chain.some((c) => c instanceof Error && (c.name === "TimeoutError" || c.name === "AbortError"))) {
     return new QueueError("TIMEOUT", `request timed out: ${message}`, { cause: e, outcomeUnknown: true });
   }
-  const status = chain.map((c) => (c as { status?: unknown }).status).find((s): s is number => typeof s === "number");
+  const status = statusOf(chain);
+  if (status === 404) {
+    // What a namespace or database that is not there answers (an older sqld's 404 for the Hrana 3
+    // path is handled before it gets here).
+    return new QueueError("UNAVAILABLE", `the database does not exist (HTTP 404): ${message}`, { cause: e });
+  }
   if (status === 401 || status === 403 || (codes.includes("SERVER_ERROR") && AUTH_RE.test(text))) {
     return new QueueError("UNAUTHORIZED", `the database refused the credentials: ${message}`, { cause: e });
   }

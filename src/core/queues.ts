@@ -3,6 +3,10 @@
  * DatabaseProvider (./databases.ts) and listed in a catalog (`tq_queues`) kept in the default
  * queue's database. The default queue is the database the catalog lives in; it is always there.
  *
+ * The catalog keeps what a queue is (its name, shard count and location hint), never where it
+ * lives: `resolve(name)` asks the provider, under today's configuration, where each shard's database
+ * is. It is the one way from a queue's name to its databases, for the default queue too.
+ *
  * Making a queue is idempotent (its databases, their schema, then its row); its shard count cannot
  * change afterwards, since a group's messages would then be split over two shards and lose their
  * order: make a new queue and drain the old one. Deleting a queue that holds messages or dead
@@ -10,7 +14,7 @@
  */
 import { DEFAULT_QUEUE, locationHintProblem, MAX_SHARDS, queueNameProblem, shardDatabaseName } from "../rules.js";
 import type { Database, DatabaseProvider } from "./databases.js";
-import { invalid, QueueError } from "./errors.js";
+import { invalid, QueueError, toQueueError } from "./errors.js";
 import { internalsOf } from "./internals.js";
 import { addUp } from "./shard.js";
 import {
@@ -26,7 +30,13 @@ import type { LibsqlTransport } from "./transport.js";
 import type { QueueStats } from "./types.js";
 import { checkCount } from "./validate.js";
 
+/** A queue as the catalog holds it: what it is. */
 export type QueueInfo = QueueRow;
+
+/** A queue and where its databases are, in shard order, under today's configuration. */
+export interface ResolvedQueue extends QueueInfo {
+  databases: Database[];
+}
 
 export interface QueueSettings {
   /** Databases the queue spreads over (1 to 16, default 1); fixed once the queue exists. */
@@ -35,37 +45,73 @@ export interface QueueSettings {
   locationHint?: string | undefined;
 }
 
-/** Something that can count a database's messages (a transport over it). */
-interface StatsSource {
+/** What the catalog needs of a database it counts or makes (a transport over it, or its writer). */
+export interface CatalogDatabase {
   stats(): Promise<QueueStats>;
+  /** Its schema in place (a transport has it once opened). */
+  ready?(): Promise<void>;
   close?(): void;
 }
 
-/** A queue and where its messages are. */
-export interface QueueWithCounts extends QueueInfo {
-  stats: QueueStats;
+/** Opens the `index`-th database of `queue`. */
+type OpenDatabase = (db: Database, at: { queue: QueueInfo; index: number }) => Promise<CatalogDatabase>;
+
+/** A queue with its counts, or, where its databases did not answer, why. */
+export type QueueWithCounts = ResolvedQueue & ({ stats: QueueStats } | { stats: null; error: QueueError });
+
+/** Where the catalog's rows are: the default queue's database, through its transport or its writer. */
+export interface CatalogStore {
+  get(name: string): Promise<QueueRow | undefined>;
+  list(limit: number): Promise<QueueRow[]>;
+  add(q: Omit<QueueRow, "createdAt">): Promise<{ row: QueueRow; added: boolean }>;
+  setLocationHint(name: string, hint: string | undefined): Promise<void>;
+  remove(name: string): Promise<boolean>;
 }
 
+/** The catalog's rows through the default queue's transport. */
+export function catalogStoreOf(home: LibsqlTransport): CatalogStore {
+  const read = <T>(plan: Plan<T>): Promise<T> => internalsOf(home).conn.readPlan(plan);
+  const write = <T>(plan: Plan<T>): Promise<T> => internalsOf(home).conn.writes.submit({ ...plan, idempotent: true });
+  return {
+    get: (name) => read(getQueuePlan(name)),
+    list: (limit) => read(listQueuesPlan(limit)),
+    add: (q) => write(addQueuePlan(q)),
+    setLocationHint: (name, hint) => write(setLocationHintPlan(name, hint)),
+    remove: (name) => write(removeQueuePlan(name)),
+  };
+}
+
+/** How long a resolved queue is trusted by default: a queue deleted elsewhere is still routed to for at most this long. */
+export const RESOLVE_CACHE_MS = 5_000;
+
+/** Most queues listed (and cached). */
+const MAX_QUEUES = 1000;
+
 export class QueueCatalog {
-  readonly #home: LibsqlTransport;
+  readonly #store: CatalogStore;
   readonly #provider: DatabaseProvider;
-  readonly #default: QueueInfo;
-  readonly #open: (db: Database) => Promise<StatsSource>;
+  readonly #default: ResolvedQueue;
+  readonly #open: OpenDatabase;
+  readonly #cacheMs: number;
+  readonly #resolved = new Map<string, { at: number; queue: Promise<ResolvedQueue | undefined> }>();
 
   /**
-   * `home`: the default queue's transport (the catalog's table is in its database); `defaultDatabase`
-   * how to reach it; `open` opens a database and ensures its schema (a transport, closed after use).
+   * `home`: the catalog's rows (the default queue's transport, or a store reaching them otherwise);
+   * `defaultDatabase`: the default queue's database; `open`: a database to count or to make ready
+   * (closed after use, where it can be); `cacheMs`: how long `resolve` trusts what it found.
    */
   constructor(o: {
-    home: LibsqlTransport;
+    home: LibsqlTransport | CatalogStore;
     defaultDatabase: Database;
     provider: DatabaseProvider;
-    open: (db: Database) => Promise<StatsSource>;
+    open: OpenDatabase;
     defaultLocationHint?: string | undefined;
+    cacheMs?: number;
   }) {
-    this.#home = o.home;
+    this.#store = isStore(o.home) ? o.home : catalogStoreOf(o.home);
     this.#provider = o.provider;
     this.#open = o.open;
+    this.#cacheMs = o.cacheMs ?? RESOLVE_CACHE_MS;
     this.#default = {
       name: DEFAULT_QUEUE,
       shards: 1,
@@ -75,41 +121,84 @@ export class QueueCatalog {
     };
   }
 
-  /** The queue named `name`, or undefined; refuses a name no queue could have. */
-  async get(name: string): Promise<QueueInfo | undefined> {
+  /**
+   * The queue named `name` and where its databases are; QUEUE_NOT_FOUND when there is none. What
+   * was found is trusted for `cacheMs` (a put or a delete through this catalog forgets it at once).
+   */
+  async resolve(name: string): Promise<ResolvedQueue> {
     checkName(name);
     if (name === DEFAULT_QUEUE) return this.#default;
-    return this.#read(getQueuePlan(name));
+    const now = Date.now();
+    let entry = this.#resolved.get(name);
+    if (entry === undefined || now - entry.at > this.#cacheMs) {
+      if (this.#resolved.size >= MAX_QUEUES) this.#resolved.clear();
+      const queue = this.#store.get(name).then((row) => (row === undefined ? undefined : this.#locate(row)));
+      entry = { at: now, queue };
+      this.#resolved.set(name, entry);
+      queue.catch(() => this.#resolved.delete(name));
+    }
+    const queue = await entry.queue;
+    if (queue === undefined) throw notFound(name);
+    return queue;
+  }
+
+  /** Forgets what `resolve` found for `name`. */
+  forget(name: string): void {
+    this.#resolved.delete(name);
+  }
+
+  /** The queue named `name` as the catalog holds it now (no cache), or undefined; refuses a name no queue could have. */
+  async get(name: string): Promise<ResolvedQueue | undefined> {
+    checkName(name);
+    if (name === DEFAULT_QUEUE) return this.#default;
+    const row = await this.#store.get(name);
+    return row === undefined ? undefined : this.#locate(row);
   }
 
   /** Every queue, the default one first, then by name (at most 1,000). */
   async list(): Promise<QueueInfo[]> {
-    return [this.#default, ...(await this.#read(listQueuesPlan(1000)))];
+    return [this.#default, ...(await this.#store.list(MAX_QUEUES))];
   }
 
-  /** Every queue with its counts (each shard's stats, added up). */
+  /**
+   * Every queue with its counts (each shard's stats, added up). A queue whose databases cannot be
+   * reached is listed with the error instead: one unreachable queue hides no other.
+   */
   async listWithCounts(): Promise<QueueWithCounts[]> {
     const queues = await this.list();
-    return Promise.all(queues.map(async (q) => ({ ...q, stats: await this.countOf(q) })));
+    return Promise.all(
+      queues.map(async (info): Promise<QueueWithCounts> => {
+        let q: ResolvedQueue = { ...info, databases: [] };
+        try {
+          q = info.name === DEFAULT_QUEUE ? this.#default : await this.#locate(info);
+          return { ...q, stats: await this.countOf(q) };
+        } catch (e) {
+          return { ...q, stats: null, error: toQueueError(e) };
+        }
+      }),
+    );
   }
 
   /** Makes the queue, or answers it as it is (`created: false`); refuses to change its shard count. */
-  async put(name: string, settings: QueueSettings = {}): Promise<{ queue: QueueInfo; created: boolean }> {
+  async put(name: string, settings: QueueSettings = {}): Promise<{ queue: ResolvedQueue; created: boolean }> {
     checkName(name);
     const shards = settings.shards === undefined ? undefined : checkCount("shards", settings.shards, MAX_SHARDS);
     if (settings.locationHint !== undefined) {
       const p = locationHintProblem(settings.locationHint);
       if (p !== undefined) throw invalid("location_hint", p);
+      if (name === DEFAULT_QUEUE) {
+        throw invalid(
+          "location_hint",
+          `the ${DEFAULT_QUEUE} queue's is QUEUE_LOCATION_HINT (set it in the configuration)`,
+        );
+      }
     }
+    this.forget(name);
     const existing = await this.get(name);
     if (existing !== undefined) {
       checkSameShards(existing, shards);
-      if (
-        name !== DEFAULT_QUEUE &&
-        settings.locationHint !== undefined &&
-        settings.locationHint !== existing.locationHint
-      ) {
-        await this.#write(setLocationHintPlan(name, settings.locationHint));
+      if (settings.locationHint !== undefined && settings.locationHint !== existing.locationHint) {
+        await this.#store.setLocationHint(name, settings.locationHint);
         return { queue: { ...existing, locationHint: settings.locationHint }, created: false };
       }
       return { queue: existing, created: false };
@@ -119,13 +208,19 @@ export class QueueCatalog {
       Array.from({ length: count }, (_, i) => this.#provider.create(shardDatabaseName(name, i, count))),
     );
     // Each database gets the schema before the queue is listed: no request finds it half made.
-    for (const db of databases) (await this.#open(db)).close?.();
-    const { row, added } = await this.#write(
-      addQueuePlan({ name, shards: count, databases, locationHint: settings.locationHint }),
-    );
+    const made = { name, shards: count, locationHint: settings.locationHint, createdAt: 0 };
+    for (const [index, db] of databases.entries()) {
+      const d = await this.#open(db, { queue: made, index });
+      try {
+        await d.ready?.();
+      } finally {
+        d.close?.();
+      }
+    }
+    const { row, added } = await this.#store.add({ name, shards: count, locationHint: settings.locationHint });
     // Another put of the same name won the race: its shard count stands.
     checkSameShards(row, shards);
-    return { queue: row, created: added };
+    return { queue: await this.#locate(row), created: added };
   }
 
   /**
@@ -135,6 +230,7 @@ export class QueueCatalog {
   async delete(name: string, options: { force?: boolean } = {}): Promise<boolean> {
     checkName(name);
     if (name === DEFAULT_QUEUE) throw invalid("queue", `the ${DEFAULT_QUEUE} queue cannot be deleted`);
+    this.forget(name);
     const queue = await this.get(name);
     if (queue === undefined) return false;
     if (options.force !== true) {
@@ -149,16 +245,17 @@ export class QueueCatalog {
       }
     }
     // Out of the catalog first: nothing is routed to a database that is going away.
-    const removed = await this.#write(removeQueuePlan(name));
+    if (!(await this.#store.remove(name))) return false;
+    this.forget(name);
     await Promise.all(queue.databases.map((_, i) => this.#provider.drop(shardDatabaseName(name, i, queue.shards))));
-    return removed;
+    return true;
   }
 
   /** Where a queue's messages are: each shard's stats, added up. */
-  async countOf(q: QueueInfo): Promise<QueueStats> {
+  async countOf(q: ResolvedQueue): Promise<QueueStats> {
     const all = await Promise.all(
-      q.databases.map(async (db) => {
-        const t = await this.#open(db);
+      q.databases.map(async (db, index) => {
+        const t = await this.#open(db, { queue: q, index });
         try {
           return await t.stats();
         } finally {
@@ -169,13 +266,22 @@ export class QueueCatalog {
     return addUp(all);
   }
 
-  #read<T>(plan: Plan<T>): Promise<T> {
-    return internalsOf(this.#home).conn.readPlan(plan);
+  async #locate(row: QueueRow): Promise<ResolvedQueue> {
+    const databases = await Promise.all(
+      Array.from({ length: row.shards }, (_, i) => this.#provider.locate(shardDatabaseName(row.name, i, row.shards))),
+    );
+    return { ...row, databases };
   }
+}
 
-  #write<T>(plan: Plan<T>): Promise<T> {
-    return internalsOf(this.#home).conn.writes.submit({ ...plan, idempotent: true });
-  }
+const isStore = (home: object): home is CatalogStore =>
+  typeof (home as Partial<CatalogStore>).get === "function" &&
+  typeof (home as Partial<CatalogStore>).add === "function";
+
+export function notFound(name: string): QueueError {
+  return new QueueError("QUEUE_NOT_FOUND", `queue: no queue ${name} (make it with PUT /v1/queues/${name})`, {
+    field: "queue",
+  });
 }
 
 function checkName(name: unknown): void {

@@ -122,8 +122,9 @@ const V3_OBJECTS = [
 
 /**
  * Version 4: the catalog of named queues (the API's `/v1/queues`), kept in the default queue's
- * database: each queue's shard count, its databases (how to reach each, without tokens), and where
- * its writers should run. Nothing else reads or writes it; in any other database it stays empty.
+ * database: each queue's shard count and where its writers should run. Nothing else reads or writes
+ * it; in any other database it stays empty. (Version 4 also kept each queue's database addresses;
+ * version 6 drops them.)
  */
 const V4_OBJECTS = [
   `CREATE TABLE IF NOT EXISTS tq_queues (
@@ -144,6 +145,24 @@ const V4_OBJECTS = [
 const V5_COLUMNS = [
   "ALTER TABLE messages ADD COLUMN tq_published_at REAL",
   "ALTER TABLE messages ADD COLUMN tq_trace TEXT",
+];
+
+/**
+ * Version 6: the catalog keeps what a queue is, not where it lives: a queue's databases come from the
+ * configuration when it is resolved, so that moving sqld, changing TURSO_DATABASE_URL or the
+ * organization, or editing a map loses no queue (and no token rests in the catalog).
+ */
+const V6_STEPS = [
+  // Rebuilt rather than altered: the same steps serve a table with the column and one without.
+  `CREATE TABLE tq_queues_v6 (
+  name          TEXT PRIMARY KEY,
+  shards        INTEGER NOT NULL,
+  location_hint TEXT,
+  created_at    REAL NOT NULL
+) WITHOUT ROWID`,
+  "INSERT INTO tq_queues_v6 (name, shards, location_hint, created_at) SELECT name, shards, location_hint, created_at FROM tq_queues",
+  "DROP TABLE tq_queues",
+  "ALTER TABLE tq_queues_v6 RENAME TO tq_queues",
 ];
 
 /**
@@ -183,6 +202,7 @@ const VERSIONS: Array<{ version: number; steps: string[] }> = [
   { version: 3, steps: [...V3_OBJECTS] },
   { version: 4, steps: [...V4_OBJECTS] },
   { version: 5, steps: [...V5_COLUMNS] },
+  { version: 6, steps: [...V6_STEPS] },
 ];
 
 export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;

@@ -42,8 +42,8 @@ export interface Shard {
   peek<E = unknown>(groupId: string, options?: { limit?: number }): Promise<QueuedMessage<E>[]>;
   purge(groupId: string): Promise<number>;
   nextDueAt?(): Promise<{ next: number | null; now: number }>;
-  /** The samples its writer keeps (the HTTP client's; a transport keeps none). */
-  history?(): Promise<QueueHistory>;
+  /** The samples its writer keeps (the HTTP client's, a writer's; a transport keeps none). */
+  history?(): Promise<QueueHistory | undefined>;
   /** The HTTP client's subscription calls (a transport's go through src/core/subscriptions.ts). */
   subscribe?(name: string, input: SubscriptionInput): Promise<Subscription & { signingSecret: string }>;
   subscriptions?(): Promise<Subscription[]>;
@@ -53,8 +53,14 @@ export interface Shard {
   close?(): void;
 }
 
+/** Which shard of its queue a database is: the `index`-th of `count`. */
+export interface ShardOf {
+  index: number;
+  count: number;
+}
+
 /** A shard's lease as its sharded queue names it (its seq and id name the shard). */
-export function shardLease<E>(l: Lease<E>, shard: { index: number; count: number }): Lease<E> {
+export function shardLease<E>(l: Lease<E>, shard: ShardOf): Lease<E> {
   if (shard.count <= 1) return l;
   const seq = shardedSeq.of(l.seq, shard.index, shard.count);
   return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };

@@ -24,7 +24,9 @@ type Operation = {
 };
 
 // Never called: the document needs no database.
-const app = createApp(() => Promise.reject(new Error("no database in this test")));
+const app = createApp(() => {
+  throw new Error("no database in this test");
+});
 let doc: Doc;
 
 beforeAll(async () => {

@@ -100,6 +100,33 @@ describe("the dashboard's queue picker", () => {
     expect(await page.locator("#queue").inputValue()).toBe(emails);
     await page.close();
   });
+
+  it("shows a queue whose database is gone as unreachable, and every other queue as before", async () => {
+    const api = createHttpClient({ url: worker.url, token: TOKEN });
+    const gone = `gone-${run}`;
+    await api.createQueue(gone);
+    // Its database dropped behind the catalog's back.
+    expect((await fetch(`${inject("nsAdminUrl")}/v1/namespaces/${gone}`, { method: "DELETE" })).status).toBe(200);
+    const page = await browser.newPage();
+    await signIn(page, `${worker.url}/dashboard`);
+    const row = page.locator(`#queues tr[data-queue="${gone}"] td`);
+    await row
+      .nth(2)
+      .filter({ hasText: /^unreachable: UNAVAILABLE$/ })
+      .waitFor({ timeout: 15_000 });
+    expect(await page.locator(`#queues tr[data-queue="${billing}"] td`).allTextContents()).toEqual([
+      billing,
+      "2",
+      "4",
+      "0",
+      "1",
+      "0",
+    ]);
+    await page.selectOption("#queue", emails);
+    await shows(page, "ready", 1);
+    await page.close();
+    await api.deleteQueue(gone, { force: true }).catch(() => undefined);
+  });
 });
 
 describe("every page of the API mounted under /queue in another app", () => {

@@ -5,7 +5,9 @@
  */
 import { type Client, createClient } from "@libsql/client";
 import { describe, expect, inject, it } from "vitest";
+import { type Database, sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
+import { QueueCatalog } from "../../src/core/queues.js";
 import { migrationSteps, SCHEMA_VERSION } from "../../src/core/schema.js";
 import { listSubscriptions, putSubscription } from "../../src/core/subscriptions.js";
 import { type Lease, LibsqlTransport, type QueueError } from "../../src/index.js";
@@ -163,6 +165,57 @@ describe("migrating version 2 to the current version", () => {
     const again = await LibsqlTransport.create(url);
     expect((await listSubscriptions(again)).map((x) => x.name)).toEqual(["orders"]);
     again.close();
+    raw.close();
+  });
+});
+
+describe("migrating version 5's catalog (addresses kept in it) to the current version", () => {
+  it("drops the stored addresses: each queue is found where the configuration says today", async () => {
+    const url = `file:${tempFile()}`;
+    const raw = createClient({ url });
+    const run = Date.now().toString(36);
+    // Version 5 kept each queue's databases in the catalog, here on a port nothing listens on any more.
+    await raw.batch(
+      [
+        ...migrationSteps(0),
+        "DROP TABLE tq_queues",
+        `CREATE TABLE tq_queues (
+  name TEXT PRIMARY KEY, shards INTEGER NOT NULL, databases TEXT NOT NULL, location_hint TEXT, created_at REAL NOT NULL
+) WITHOUT ROWID`,
+        {
+          sql: "INSERT INTO tq_queues VALUES (?, 1, ?, NULL, 1), (?, 2, ?, 'weur', 2)",
+          args: [
+            `emails-${run}`,
+            JSON.stringify([{ url: "http://127.0.0.1:9", namespace: `emails-${run}` }]),
+            `billing-${run}`,
+            JSON.stringify([0, 1].map((i) => ({ url: "http://127.0.0.1:9", namespace: `billing-${run}--${i}` }))),
+          ],
+        },
+        "UPDATE tq_meta SET value = '5' WHERE key = 'schema_version'",
+      ],
+      "write",
+    );
+    const home = await LibsqlTransport.create(url);
+    const columns = (await raw.execute("SELECT name FROM pragma_table_info('tq_queues')")).rows.map((r) => r.name);
+    expect(columns).toEqual(["name", "shards", "location_hint", "created_at"]);
+
+    // Where the queues' databases are today: namespaces of the running sqld.
+    const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
+    const open = (db: Database) => LibsqlTransport.create(db.url, { namespace: db.namespace });
+    const catalog = new QueueCatalog({ home, defaultDatabase: { url }, provider, open });
+    for (const n of [`emails-${run}`, `billing-${run}--0`, `billing-${run}--1`]) await provider.create(n);
+    const emails = await catalog.resolve(`emails-${run}`);
+    expect(emails.databases).toEqual([{ url: inject("nsSqldUrl"), namespace: `emails-${run}` }]);
+    const billing = await catalog.resolve(`billing-${run}`);
+    expect(billing).toMatchObject({ shards: 2, locationHint: "weur" });
+    expect(billing.databases.map((d) => [d.url, d.namespace])).toEqual(
+      [0, 1].map((i) => [inject("nsSqldUrl"), `billing-${run}--${i}`]),
+    );
+    const t = await open(emails.databases[0] as Database);
+    expect(await t.publish("g", "reachable")).toBe(1);
+    expect((await catalog.listWithCounts()).find((q) => q.name === `emails-${run}`)?.stats).toMatchObject({ ready: 1 });
+    t.close();
+    home.close();
     raw.close();
   });
 });

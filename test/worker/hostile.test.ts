@@ -5,7 +5,6 @@
  */
 import fc from "fast-check";
 import { beforeAll, expect, it } from "vitest";
-import { DATABASE_HEADER } from "../../src/app/app.js";
 import { api, EMPTY, resetDatabase, rowCounts } from "./support.js";
 
 beforeAll(resetDatabase);
@@ -238,6 +237,9 @@ it("hostile requests get a 4xx JSON error and store nothing", async () => {
   );
   expect(await rowCounts()).toEqual(EMPTY);
 });
+
+/** The header the edge once used to name a writer's database: a client's must reach nothing. */
+const DATABASE_HEADER = "x-tq-database";
 
 it("a client cannot name the database a writer serves: the edge drops the header it alone may set", async () => {
   await resetDatabase();

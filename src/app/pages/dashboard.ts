@@ -306,10 +306,18 @@ ${CHARTS_JS}
       if (q.name === queue()) row.className = "chosen";
       cell(row, q.name);
       cell(row, String(q.shards));
-      cell(row, String(q.stats.ready));
-      cell(row, String(q.stats.waiting));
-      cell(row, String(q.stats.in_flight));
-      cell(row, String(q.stats.dead_letters));
+      if (q.stats === null) {
+        // Its databases did not answer: said in its row, the other queues shown as ever.
+        const why = cell(row, "unreachable: " + q.error.code);
+        why.colSpan = 4;
+        why.title = q.error.message;
+        row.dataset.unreachable = "";
+      } else {
+        cell(row, String(q.stats.ready));
+        cell(row, String(q.stats.waiting));
+        cell(row, String(q.stats.in_flight));
+        cell(row, String(q.stats.dead_letters));
+      }
       row.addEventListener("click", () => choose(q.name));
       body.appendChild(row);
     }

@@ -10,10 +10,9 @@ import {
 } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
 import { queueToWire, statsToWire } from "../../contract/wire.js";
-import { QueueError } from "../../core/errors.js";
+import { notFound } from "../../core/queues.js";
 import type { AppEnv } from "../context.js";
 import { STATS_EXAMPLE as STATS } from "../examples.js";
-import { forgetQueue } from "../queues.js";
 import { defineRoute, handle } from "../route.js";
 
 const EXAMPLE = { name: "emails", shards: 1, location_hint: null, created_at: 1796230500.5 };
@@ -25,7 +24,7 @@ export const listQueues = defineRoute({
   tag: "Queues",
   summary: "List the queues, with their counts",
   description:
-    "The default queue first, then the named ones by name. Each queue's counts are its shards' stats added up: one read per shard.",
+    "The default queue first, then the named ones by name. Each queue's counts are its shards' stats added up: one read per shard. A queue whose databases cannot be reached is listed with `stats: null` and the error: one unreachable queue hides no other.",
   auth: true,
   responses: {
     200: {
@@ -91,33 +90,30 @@ export const QUEUE_ROUTES = [listQueues, putQueue, getQueue, deleteQueue] as con
 
 export const queues = new Hono<AppEnv>();
 
-const notFound = (name: string) =>
-  new QueueError("QUEUE_NOT_FOUND", `queue: no queue ${name} (make it with PUT /v1/queues/${name})`, {
-    field: "queue",
-  });
-
 handle(queues, listQueues, async (c) => {
-  const all = await (await c.var.catalog()).listWithCounts();
-  return c.json(
-    { queues: all.map((q) => ({ ...queueToWire(q), stats: statsToWire(q.stats) })) } satisfies T.QueueList,
-    200,
+  const all = await c.var.catalog.listWithCounts();
+  const listed = all.map(
+    (q): T.QueueListItem =>
+      q.stats === null
+        ? { ...queueToWire(q), stats: null, error: { code: q.error.code, message: q.error.message } }
+        : { ...queueToWire(q), stats: statsToWire(q.stats) },
   );
+  return c.json({ queues: listed } satisfies T.QueueList, 200);
 });
 
 handle(queues, putQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
   const body = c.req.valid("json");
-  const { queue, created } = await (await c.var.catalog()).put(name, {
+  const { queue, created } = await c.var.catalog.put(name, {
     shards: body.shards,
     locationHint: body.location_hint,
   });
-  forgetQueue(c.var.config, name);
   return c.json({ ...queueToWire(queue), created } satisfies T.QueueAnswer, created ? 201 : 200);
 });
 
 handle(queues, getQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
-  const catalog = await c.var.catalog();
+  const catalog = c.var.catalog;
   const queue = await catalog.get(name);
   if (queue === undefined) throw notFound(name);
   const stats = await catalog.countOf(queue);
@@ -126,11 +122,11 @@ handle(queues, getQueue, async (c) => {
 
 handle(queues, deleteQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
-  const catalog = await c.var.catalog();
+  const catalog = c.var.catalog;
   const queue = await catalog.get(name);
-  if (queue === undefined) throw notFound(name);
-  await catalog.delete(name, { force: c.req.valid("query").force === true });
-  forgetQueue(c.var.config, name);
+  if (queue === undefined || !(await catalog.delete(name, { force: c.req.valid("query").force === true }))) {
+    throw notFound(name);
+  }
   await c.var.queueDeleted(queue);
   return c.body(null, 204);
 });

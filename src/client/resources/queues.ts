@@ -9,6 +9,8 @@ import { invalidArgument } from "../http-errors.js";
 import type { CallOptions } from "../options.js";
 
 export type QueueWithStats = QueueDescription & { stats: QueueStats };
+/** A queue in the list: its counts, or null and why, when its databases could not be reached. */
+export type ListedQueue = QueueDescription & { stats: QueueStats | null; error?: { code: string; message: string } };
 
 /** A queue's name as a path segment, refused before sending when no queue could have it. */
 export function queueSegment(name: unknown): string {
@@ -18,6 +20,11 @@ export function queueSegment(name: unknown): string {
 }
 
 const withStats = (w: W.QueueWithStats): QueueWithStats => ({ ...queueFromWire(w), stats: statsFromWire(w.stats) });
+const listed = (w: W.QueueListItem): ListedQueue => ({
+  ...queueFromWire(w),
+  stats: w.stats === null ? null : statsFromWire(w.stats),
+  ...(w.error === undefined ? {} : { error: w.error }),
+});
 
 export class Queues {
   readonly #engine: Engine;
@@ -26,9 +33,9 @@ export class Queues {
     this.#engine = engine;
   }
 
-  async list(options: CallOptions): Promise<QueueWithStats[]> {
+  async list(options: CallOptions): Promise<ListedQueue[]> {
     const path = "/v1/queues";
-    return this.#engine.read(path, options, (a) => json<W.QueueList>(a, path).queues.map(withStats));
+    return this.#engine.read(path, options, (a) => json<W.QueueList>(a, path).queues.map(listed));
   }
 
   async get(name: string, options: CallOptions): Promise<QueueWithStats> {

@@ -1,24 +1,23 @@
-/** The catalog of named queues (`tq_queues`, in the default queue's database). */
-import type { Database } from "../databases.js";
+/**
+ * The catalog of named queues (`tq_queues`, in the default queue's database): what each queue is,
+ * never where it lives (its databases come from the configuration when it is resolved).
+ */
 import { NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
 
 /** A queue as the catalog holds it. */
 export interface QueueRow {
   name: string;
   shards: number;
-  /** How to reach each shard's database, in shard order (no token: those come from configuration). */
-  databases: Database[];
   locationHint: string | undefined;
   createdAt: number;
 }
 
-const COLUMNS = "name, shards, databases, location_hint, created_at";
+const COLUMNS = "name, shards, location_hint, created_at";
 
 function toRow(row: Record<string, unknown>): QueueRow {
   return {
     name: String(row.name),
     shards: Number(row.shards),
-    databases: JSON.parse(String(row.databases)) as Database[],
     locationHint: row.location_hint === null ? undefined : String(row.location_hint),
     createdAt: Number(row.created_at),
   };
@@ -26,16 +25,13 @@ function toRow(row: Record<string, unknown>): QueueRow {
 
 /** Adds a queue unless one of that name is there; answers the row as it is after, and whether this added it. */
 export function addQueuePlan(q: Omit<QueueRow, "createdAt">): Plan<{ row: QueueRow; added: boolean }> {
-  const databases = JSON.stringify(
-    q.databases.map((d) => ({ url: d.url, ...(d.namespace ? { namespace: d.namespace } : {}) })),
-  );
   return plan(
     [
       [
         "added",
         stmt(
-          `INSERT INTO tq_queues (${COLUMNS}) VALUES (:name, :shards, :dbs, :hint, ${NOW}) ON CONFLICT (name) DO NOTHING`,
-          { name: q.name, shards: q.shards, dbs: databases, hint: q.locationHint ?? null },
+          `INSERT INTO tq_queues (${COLUMNS}) VALUES (:name, :shards, :hint, ${NOW}) ON CONFLICT (name) DO NOTHING`,
+          { name: q.name, shards: q.shards, hint: q.locationHint ?? null },
         ),
       ],
       ["row", stmt(`SELECT ${COLUMNS} FROM tq_queues WHERE name = :name`, { name: q.name })],

@@ -1,6 +1,6 @@
-/** The lean path's errors (src/app/writer/port.ts): answered as values by the writer, thrown again at the edge as they were. */
+/** A writer's errors (src/app/writer/calls.ts): answered as values by the writer, thrown again at the edge as they were. */
 import { expect, it } from "vitest";
-import { outcome, unwrap } from "../../../src/app/writer/port.js";
+import { outcome, unwrap } from "../../../src/app/writer/calls.js";
 import { QueueError } from "../../../src/core/errors.js";
 
 it("carries a QueueError's code, message, field and outcomeUnknown across, and a value as it is", async () => {
