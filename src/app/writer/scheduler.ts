@@ -14,7 +14,9 @@
  *   nothing, so would the others; if it finds something, a full round follows. An idle fleet
  *   costs one claim per wake, whatever its size;
  * - on an arrival, a claim for the newcomer alone (the others were served or checked since the
- *   last change).
+ *   last change), unless a claim with a floor as low as its own found the queue short since then
+ *   (no write through the transport, no wake): it would find nothing either, and waits like the
+ *   others for the next change.
  *
  * One round runs at a time (a round riding a batch aside); kicks meanwhile are remembered and
  * served by the next. An ask whose claim is out is in no other round until its answer is taken in.
@@ -75,6 +77,14 @@ export interface SchedulerOptions {
   stats: { rounds: number; claims: number };
 }
 
+/** A claim sent for an ask and not answered yet. */
+interface Out {
+  /** It left in a batch. */
+  sent: boolean;
+  /** The epoch when it was submitted, or when its batch left. */
+  epoch: number;
+}
+
 /** After a known due moment, wait this much more (the database's clock may run behind ours). */
 const DUE_SLACK_MS = 20;
 
@@ -114,8 +124,15 @@ export class Scheduler<A extends Ask> {
   #generation = 0;
   readonly #runs = new Set<Promise<void>>();
   #off: (() => void) | undefined;
-  /** Claims submitted and not answered yet, and whether each has left in a batch. */
-  readonly #out = new Set<{ sent: boolean }>();
+  /** Claims submitted and not answered yet: whether each has left in a batch, and the epoch it saw. */
+  readonly #out = new Set<Out>();
+  /**
+   * Bumped by each batch that may free a message as it leaves, and by each wake: what a claim found
+   * holds until the next bump (a claim sees the writes of its own batch).
+   */
+  #epoch = 0;
+  /** The lowest floor at which a claim found the queue short in this epoch. */
+  #shortAt = { epoch: -1, floor: Number.POSITIVE_INFINITY };
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** The wake asked for and not yet fired: an earlier one makes a later request needless (an alarm set is a storage write). */
   #wakeSetFor: number | undefined;
@@ -154,6 +171,8 @@ export class Scheduler<A extends Ask> {
    * (`listen()` again for the next one). A round under way ends after its claims.
    */
   rest(): void {
+    // Changes go unheard from now on: what claims found no longer holds.
+    this.#epoch++;
     this.#off?.();
     this.#off = undefined;
     this.#full = this.#probe = false;
@@ -188,6 +207,7 @@ export class Scheduler<A extends Ask> {
   /** The wake asked for (timer, alarm, cron): a probe. Resolves when its run is over. */
   wake(): Promise<void> {
     this.#wakeSetFor = undefined;
+    this.#epoch++;
     if (this.#stopped) return Promise.resolve();
     this.#claimer.woken?.();
     return this.kick("timer");
@@ -246,10 +266,12 @@ export class Scheduler<A extends Ask> {
    * has a claim after its writes (none still out in an earlier batch).
    */
   #leaving(mayFree: boolean): boolean {
+    if (mayFree) this.#epoch++;
     let earlier = false;
     for (const c of this.#out) {
       if (c.sent) earlier = true;
       c.sent = true;
+      c.epoch = this.#epoch;
     }
     if (!mayFree || this.#stopped || !this.#claimer.active()) return false;
     const preparing = this.#claimer.prepare?.();
@@ -268,7 +290,10 @@ export class Scheduler<A extends Ask> {
       );
       this.#runs.add(ride);
       void ride.finally(() => this.#runs.delete(ride));
-      for (const c of this.#out) c.sent = true;
+      for (const c of this.#out) {
+        c.sent = true;
+        c.epoch = this.#epoch;
+      }
     }
     if (earlier) return false;
     // A full round owed for earlier writes is this one.
@@ -287,7 +312,8 @@ export class Scheduler<A extends Ask> {
       round = least === undefined ? [] : [least];
     } else if (kind === "arrivals") {
       const current = new Set(all);
-      round = this.#arrivals.filter((a) => current.has(a));
+      const short = this.#shortAt.epoch === this.#epoch ? this.#shortAt.floor : Number.POSITIVE_INFINITY;
+      round = this.#arrivals.filter((a) => current.has(a) && a.minPriority < short);
       this.#arrivals = [];
     }
     if (round.length === 0) return;
@@ -303,7 +329,7 @@ export class Scheduler<A extends Ask> {
     this.#stats.claims += round.length;
     const out = round.map((a) => {
       this.#claimer.claiming?.(a);
-      const c = { sent: false };
+      const c: Out = { sent: false, epoch: this.#epoch };
       this.#out.add(c);
       return c;
     });
@@ -314,12 +340,20 @@ export class Scheduler<A extends Ask> {
     );
     let more = false;
     round.forEach((a, i) => {
-      this.#out.delete(out[i] as { sent: boolean });
+      const c = out[i] as Out;
+      this.#out.delete(c);
       const got = results[i] as PromiseSettledResult<Lease[]>;
+      if (got.status === "fulfilled" && got.value.length < a.n && c.epoch === this.#epoch) this.#short(a.minPriority);
       if (this.#claimer.took(a, got)) more = true;
       if (probe && got.status === "fulfilled" && got.value.length > 0) more = true;
     });
     return more;
+  }
+
+  /** A claim at `floor` found fewer messages than it asked for, with nothing changed since it was sent. */
+  #short(floor: number): void {
+    if (this.#shortAt.epoch !== this.#epoch) this.#shortAt = { epoch: this.#epoch, floor };
+    else this.#shortAt.floor = Math.min(this.#shortAt.floor, floor);
   }
 
   /** The next wake, while active: the next due moment or the re-check. A run started since then asks for its own. */

@@ -125,3 +125,28 @@ it("a push delivery leaves with the publish's batch: the POST arrives after one 
   expect(writeStatsOf(t).batches - batches).toBe(2);
   expect(carrying(requests, ACK, CLAIM)).toBe(1);
 });
+
+it("a newcomer whose floor the queue was just found empty for makes no claim of its own: it waits for the next write with the others", async () => {
+  const d = new Dispatcher(t, 60_000);
+  const first = wait(d, "first", { minPriority: 1 });
+  await waitFor(async () => d.stats.claims === 1 && !d.busy, { what: "the first arrival's (empty) claim" });
+  const batches = writeStatsOf(t).batches;
+  // Pickier than the claim that found nothing: it would find nothing either.
+  const picky = wait(d, "picky", { minPriority: 3 });
+  // Less picky: it may find what the first could not, so it claims.
+  await t.claim("nobody", 1); // a write that frees nothing: no round, no change
+  const lax = wait(d, "lax", { minPriority: 0 });
+  await waitFor(async () => d.stats.claims === 2 && !d.busy, { what: "the lax arrival's own claim" });
+  expect(d.waiting).toBe(3);
+  expect(d.stats.claims).toBe(2);
+  expect(writeStatsOf(t).batches - batches).toBe(2);
+  // The next write serves all three in its own batch.
+  await t.publishMany([
+    { groupId: "a", event: "a", priority: 4 },
+    { groupId: "b", event: "b", priority: 4 },
+    { groupId: "c", event: "c", priority: 4 },
+  ]);
+  const got = await Promise.all([first, picky, lax]);
+  expect(got.map((l) => l.map((x) => x.event))).toEqual([["a"], ["b"], ["c"]]);
+  expect(writeStatsOf(t).batches - batches).toBe(3);
+});
