@@ -1,22 +1,52 @@
 /**
- * `npm run build` (and `prepare`, so `npm pack` / `npm publish` / a git install build too): the
- * package's three entries compiled to ESM JavaScript plus declarations in a fresh `dist/`.
+ * `npm run build`: the package's three entries compiled to ESM JavaScript plus declarations in a
+ * fresh `dist/`.
  *
  *   src/index.ts         -> turso-queue         (the library)
- *   src/client/index.ts  -> turso-queue/client  (what runs anywhere: consume(), later the HTTP client)
+ *   src/client/index.ts  -> turso-queue/client  (what runs anywhere: consume(), the HTTP client)
  *   src/hono.ts          -> turso-queue/hono    (the HTTP API as a Hono app)
  *
  * Compiler options come from tsconfig.build.json; the entries are listed here, so the build follows
  * whatever those entries import and nothing else (no tests, no scripts, not the Worker's own entry).
  * The Worker bundle goes to dist-worker/ (`npm run deploy:dry`), never into the package.
+ *
+ * `npm run pack [-- <dir>]`: that build, then the package as users get it, packed into
+ * `<dir>/turso-queue-<version>.tgz` (default: the current directory): `dist/`, README.md and a
+ * package.json holding only what a user's install reads (`PUBLISHED`): no scripts and no
+ * devDependencies, so nothing runs or asks to run when it is installed. `npm publish <tarball>`
+ * releases exactly that file; the repo's own package.json is private, so a plain `npm publish` refuses.
  */
-import { rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const ENTRIES = ["src/index.ts", "src/client/index.ts", "src/hono.ts"];
+
+/** The fields of the repo's package.json that the published one keeps; everything else is the repo's own. */
+export const PUBLISHED = [
+  "name",
+  "version",
+  "description",
+  "keywords",
+  "homepage",
+  "bugs",
+  "repository",
+  "license",
+  "author",
+  "type",
+  "engines",
+  "main",
+  "types",
+  "exports",
+  "sideEffects",
+  "dependencies",
+  "peerDependencies",
+  "peerDependenciesMeta",
+];
 
 function build(): number {
   const configPath = join(root, "tsconfig.build.json");
@@ -60,4 +90,31 @@ function report(diagnostics: readonly ts.Diagnostic[]): void {
   );
 }
 
+/** The package.json users get: the published fields of ours, in our order. */
+function publishedManifest(): Record<string, unknown> {
+  const ours = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as Record<string, unknown>;
+  return Object.fromEntries(Object.entries(ours).filter(([k]) => PUBLISHED.includes(k)));
+}
+
+/** Stages the package (dist/, README.md, its package.json) and packs it into `dest`; answers the tarball's path. */
+function pack(dest: string): string {
+  const stage = mkdtempSync(join(tmpdir(), "turso-queue-stage-"));
+  try {
+    cpSync(join(root, "dist"), join(stage, "dist"), { recursive: true });
+    copyFileSync(join(root, "README.md"), join(stage, "README.md"));
+    writeFileSync(join(stage, "package.json"), `${JSON.stringify(publishedManifest(), null, 2)}\n`);
+    mkdirSync(dest, { recursive: true });
+    const out = execFileSync("npm", ["pack", "--json", "--pack-destination", dest], { cwd: stage, encoding: "utf8" });
+    const [packed] = JSON.parse(out) as { filename: string }[];
+    if (!packed) throw new Error(`npm pack answered no file: ${out}`);
+    return join(dest, packed.filename);
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+}
+
+const args = process.argv.slice(2);
 process.exitCode = build();
+if (process.exitCode === 0 && args[0] === "--pack") {
+  process.stdout.write(`packed ${pack(resolve(args[1] ?? "."))}\n`);
+}

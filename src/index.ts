@@ -7,8 +7,11 @@ export type {
   ConsumeSummary,
   Handler,
   HandlerContext,
-} from "./client/consume.js";
-export { consume } from "./client/consume.js";
+  LeftLease,
+} from "./consume/consume.js";
+export { consume } from "./consume/consume.js";
+export type { DrainOptions } from "./consume/drain.js";
+export { drain } from "./consume/drain.js";
 export { SIGNATURE_HEADER, signPayload, verifySignature } from "./contract/signature.js";
 export type { PushDelivery } from "./contract/types.js";
 export type { QueueErrorCode } from "./core/errors.js";
@@ -28,7 +31,9 @@ export type {
   QueueHistory,
   QueueSample,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
 } from "./core/types.js";
-export { MAX_CLAIM_BATCH, MAX_PRIORITY, MAX_PUBLISH_BATCH, MIN_PRIORITY } from "./rules.js";
+export { MAX_CLAIM_BATCH, MAX_PRIORITY, MAX_PUBLISH_BATCH, MAX_SETTLE_BATCH, MIN_PRIORITY } from "./rules.js";

@@ -44,6 +44,13 @@ export const MAX_CLAIM_BATCH = 1000;
 export const MAX_CLAIM_WAIT = 20;
 /** Most acks one claim carries: a whole round's, as many as its leases. */
 export const MAX_CLAIM_ACKS = MAX_CLAIM_BATCH;
+/**
+ * Most leases one settle acks, nacks and releases: as many as consume() holds at its largest
+ * concurrency, so that a consumer gives back everything it holds in one request.
+ */
+export const MAX_SETTLE_BATCH = 1000;
+/** What a settle does with each lease. */
+export const SETTLE_ACTIONS = ["ack", "nack", "release"] as const;
 /** Dead letters per page. */
 export const DEAD_LETTER_PAGE = { default: 100, max: 1000 } as const;
 /** Groups one listing returns. */
@@ -81,11 +88,15 @@ export const IDLE_POLL = { minMs: 50, maxMs: 1000 } as const;
 /** A lease id: `<seq>.<32 hex>`, the message and the token that fences its holder. */
 export const LEASE_ID = /^([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
 
-/** The message a lease id names, or undefined for what is not a lease id. */
-export function parseLeaseSeq(id: unknown): number | undefined {
-  const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
-  return m ? Number(m[1]) : undefined;
-}
+/** Lease ids are built and read here only. */
+export const leaseId = {
+  of: (seq: number, token: string): string => `${seq}.${token}`,
+  /** The message and token an id names, or undefined for what is not a lease id. */
+  parse(id: unknown): { seq: number; token: string } | undefined {
+    const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
+    return m ? { seq: Number(m[1]), token: m[2] as string } : undefined;
+  },
+};
 
 // ---------------------------------------------------------------------------------------------
 // problems
@@ -167,12 +178,24 @@ export function leaseIdProblem(v: unknown): string | undefined {
   return typeof v === "string" && LEASE_ID.test(v) ? undefined : "is not a lease id of this queue";
 }
 
-export function subscriptionNameProblem(v: unknown): string | undefined {
+export function settleActionProblem(v: unknown): string | undefined {
+  return (SETTLE_ACTIONS as readonly unknown[]).includes(v)
+    ? undefined
+    : `must be ${SETTLE_ACTIONS.map((a) => JSON.stringify(a)).join(", ")}, got ${describe(v)}`;
+}
+
+/** Only a nack takes a delay (an ack deletes the message; a release frees it at once). */
+export const SETTLE_DELAY_PROBLEM = 'is only for "nack"';
+
+/** A name of A-Z, a-z, 0-9, `_` and `-`, 1 to 64 long: a subscription's, and a sqld namespace's. */
+export function plainNameProblem(v: unknown): string | undefined {
   if (typeof v !== "string" || !SUBSCRIPTION.name.test(v)) {
     return `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${describe(v)}`;
   }
   return undefined;
 }
+
+export const subscriptionNameProblem = plainNameProblem;
 
 /** Where pushes go: an absolute http(s) URL without credentials (consumers check the signature instead). */
 export function pushUrlProblem(v: unknown): string | undefined {
@@ -209,9 +232,16 @@ export const MAX_SHARDS = 16;
  * (a shard's database is `<name>--<shard>`), so that it is a valid Turso database name and sqld
  * namespace as it is.
  */
+/** A queue's name: also a database's (its shards' are `<name>--<n>`), so no `--` of its own. */
+export const QUEUE_NAME = {
+  maxLength: 40,
+  pattern: /^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/,
+  text: 'of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--"',
+} as const;
+
 export function queueNameProblem(v: unknown): string | undefined {
-  if (typeof v !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/.test(v) || v.includes("--")) {
-    return `must be 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--", got ${describe(v)}`;
+  if (typeof v !== "string" || !QUEUE_NAME.pattern.test(v) || v.includes("--")) {
+    return `must be 1 to ${QUEUE_NAME.maxLength} ${QUEUE_NAME.text}, got ${describe(v)}`;
   }
   return undefined;
 }
@@ -256,9 +286,13 @@ export const shardDatabaseName = (queue: string, shard: number, shards: number):
   shards <= 1 ? queue : `${queue}--${shard}`;
 
 /** A push subscription's signing secret, when the caller sets it (to share or rotate one): 16 to 256 visible ASCII characters. */
+/** A push subscription's signing secret, when given: visible ASCII. */
+export const SIGNING_SECRET = { minLength: 16, maxLength: 256 } as const;
+
 export function signingSecretProblem(v: unknown): string | undefined {
-  if (typeof v !== "string" || !/^[!-~]{16,256}$/.test(v)) {
-    return `must be 16 to 256 visible ASCII characters, got ${describe(v)}`;
+  const { minLength: min, maxLength: max } = SIGNING_SECRET;
+  if (typeof v !== "string" || v.length < min || v.length > max || !/^[!-~]*$/.test(v)) {
+    return `must be ${min} to ${max} visible ASCII characters, got ${describe(v)}`;
   }
   return undefined;
 }

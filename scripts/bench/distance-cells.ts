@@ -4,7 +4,7 @@
  */
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { ConsumerQueue } from "../../src/client/consume.js";
+import type { ConsumerQueue } from "../../src/consume/consume.js";
 import { type consume, LibsqlTransport, ShardedQueue } from "../../src/index.js";
 import { billed, type Sqld } from "../support/sqld.js";
 import { sleep } from "./lib.js";
@@ -95,7 +95,7 @@ export type Consume = typeof consume;
 export async function beforeConsume(): Promise<Consume | undefined> {
   const arg = process.argv.find((a) => a.startsWith("--before="));
   if (arg === undefined) return undefined;
-  const file = resolve(arg.slice("--before=".length), "src/client/consume.ts");
+  const file = resolve(arg.slice("--before=".length), "src/index.ts");
   return ((await import(pathToFileURL(file).href)) as { consume: Consume }).consume;
 }
 
@@ -124,7 +124,7 @@ export interface CellResult extends Cell {
   cores: { sqld: number; workerd: number; workerdThread: number; node: number };
 }
 
-/** consume()'s largest concurrency (src/client/consume-options.ts): 256 × 4 shards is capped to it. */
+/** consume()'s largest concurrency (src/consume/options.ts): 256 × 4 shards is capped to it. */
 export const MAX_CONCURRENCY = 1000;
 export const wide = (shards: number) => Math.min(256 * shards, MAX_CONCURRENCY);
 

@@ -24,8 +24,8 @@
  * by an error budget; every wait by a deadline. `npm run bench:distance` (scripts/bench.ts
  * `--distance-only`, `--quick` for a short grid) runs it alone.
  */
-import type { ConsumerQueue } from "../../src/client/consume.js";
 import { createClient } from "../../src/client/index.js";
+import type { ConsumerQueue } from "../../src/consume/consume.js";
 import { sqldNamespaces } from "../../src/core/databases.js";
 import { consume, LibsqlTransport, ShardedQueue } from "../../src/index.js";
 import { shardDatabaseName } from "../../src/rules.js";

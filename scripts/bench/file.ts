@@ -1,51 +1,33 @@
 /** The local-file cases: ours (in-process writes) against plainjob on better-sqlite3, interleaved. */
-import { execSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { clientOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/index.js";
-import { CFG, EXTRA, GROUPS, PAD, ROOT, VIS } from "./config.js";
+import { CFG, EXTRA, GROUPS, PAD, VIS } from "./config.js";
 import { one, refillOurs } from "./http.js";
 import { progress, type RunResult, record, runLoops, sleep } from "./lib.js";
+import { peerRequire } from "./peers.js";
 
 // ---------------------------------------------------------------------------------------------
 // local file: ours vs plainjob (better-sqlite3), interleaved
 
+/** Whether plainjob runs here: its peers install (better-sqlite3 builds its native addon) and load. */
 function ensureBetterSqlite(): boolean {
-  const require = createRequire(import.meta.url);
-  const load = () => {
-    const Database = require("better-sqlite3");
-    new Database(":memory:").close();
-  };
   try {
-    load();
+    const Database = peerRequire()("better-sqlite3");
+    new Database(":memory:").close();
     return true;
-  } catch {
-    progress(
-      "better-sqlite3's native addon is not built (package.json allowScripts denies its install script): building it with node-gyp (about a minute)",
-    );
-    try {
-      // Rebuilding that one package past its allowScripts denial (a plain `npm rebuild` honours it).
-      execSync("npm rebuild better-sqlite3 --dangerously-allow-all-scripts", {
-        cwd: ROOT,
-        stdio: ["ignore", "ignore", "inherit"],
-      });
-      load();
-      return true;
-    } catch (e) {
-      progress(`could not build better-sqlite3, skipping plainjob: ${(e as Error).message}`);
-      return false;
-    }
+  } catch (e) {
+    progress(`could not install or load better-sqlite3, skipping plainjob: ${(e as Error).message}`);
+    return false;
   }
 }
 
 export async function fileCases(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "turso-queue-bench-"));
   const withPlainjob = ensureBetterSqlite();
-  const require = createRequire(import.meta.url);
   const ms = CFG.fileSliceMs;
   let files = 0;
   const fresh = () => `file:${join(dir, `q${files++}.db`)}`;
@@ -138,8 +120,8 @@ export async function fileCases(): Promise<void> {
         }
       }
       if (withPlainjob) {
-        const Database = require("better-sqlite3");
-        const { better, defineQueue } = require("plainjob");
+        const Database = peerRequire()("better-sqlite3");
+        const { better, defineQueue } = peerRequire()("plainjob");
         const db = new Database(join(dir, `pj${files++}.db`));
         const quiet = { error() {}, warn() {}, info() {}, debug() {} };
         const queue = defineQueue({ connection: better(db), logger: quiet, maintenanceInterval: 3_600_000 });
@@ -217,7 +199,7 @@ async function walFrames(dir: string, withPlainjob: boolean): Promise<void> {
   frames.ours = (size(ours) - f0) / n;
   t.close();
   if (!withPlainjob) return;
-  const require = createRequire(import.meta.url);
+  const require = peerRequire();
   const Database = require("better-sqlite3");
   const { better, defineQueue } = require("plainjob");
   const pj = join(dir, "frames-pj.db");

@@ -17,12 +17,12 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { PgBoss } from "pg-boss";
 import { writeStatsOf } from "../../src/core/internals.js";
 import { consume, LibsqlTransport } from "../../src/index.js";
 import { startPostgres } from "../support/postgres.js";
 import { startSqld } from "../support/sqld.js";
 import { fmt, progress, type RunResult, runLoops, table } from "./lib.js";
+import { peerImport } from "./peers.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CONCURRENCY = [1, 8, 32] as const;
@@ -31,6 +31,19 @@ const VIS = 60;
 const PAD = "x".repeat(48);
 const STD = "bench_standard";
 const FIFO = "bench_fifo";
+
+/** The part of pg-boss 12's API the comparison uses (pg-boss is installed on demand: scripts/bench/peers.ts). */
+interface PgBoss {
+  on(event: "error", f: (e: unknown) => void): void;
+  start(): Promise<unknown>;
+  stop(options: { graceful: boolean; close: boolean }): Promise<void>;
+  createQueue(name: string, options?: { policy: string }): Promise<void>;
+  send(name: string, data: object): Promise<string | null>;
+  insert(name: string, jobs: { data: object; singletonKey?: string }[]): Promise<unknown>;
+  fetch(name: string): Promise<{ id: string }[]>;
+  complete(name: string, id: string): Promise<unknown>;
+}
+type PgBossClass = new (o: { connectionString: string; max: number; schedule: boolean; supervise: boolean }) => PgBoss;
 
 interface Acc {
   units: number;
@@ -58,6 +71,7 @@ export async function pgbossBench({ quick = false }: { quick?: boolean } = {}): 
   try {
     t = await LibsqlTransport.create(sqld.url);
     const ours = t;
+    const { PgBoss } = await peerImport<{ PgBoss: PgBossClass }>("pg-boss");
     boss = new PgBoss({ connectionString: pg.url, max: 40, schedule: false, supervise: false });
     boss.on("error", (e) => progress(`pg-boss error: ${(e as Error).message}`));
     await boss.start();

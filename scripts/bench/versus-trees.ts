@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { ConsumerQueue, ConsumeSummary } from "../../src/client/consume.js";
+import type { ConsumerQueue, ConsumeSummary } from "../../src/consume/consume.js";
 import { buildWorker } from "../support/miniflare.js";
 import { ROOT } from "./config.js";
 

@@ -76,7 +76,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
 
   const setup: MiddlewareHandler<AppEnv> = async (c, next) => {
     const config = c.get("config");
-    const access = factory(config, c.env);
+    const access = factory(config, c.env, c.req.raw);
     const catalog = catalogFor(config, access);
     let held = false;
     c.set("queueName", DEFAULT_QUEUE);

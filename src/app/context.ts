@@ -49,8 +49,12 @@ export interface DatabaseAccess {
   waits: Waits;
 }
 
-/** Builds the access for a configuration (expected to be cheap: called per request). `env`: the request's bindings. */
-export type TransportFactory = (config: Config, env: Bindings) => DatabaseAccess;
+/**
+ * Builds the access for a configuration (expected to be cheap: called per request). `env`: the
+ * request's bindings; `request`: the request itself (its abort, when its client hangs up, goes on to
+ * what it waits on).
+ */
+export type TransportFactory = (config: Config, env: Bindings, request?: Request) => DatabaseAccess;
 
 export interface AppEnv {
   Bindings: Bindings;

@@ -15,7 +15,8 @@ import { type CatalogCall, type Writer, WriterQueue } from "./writer/remote.js";
 export type WriterOf = (config: Config, env: Bindings, db: Database, hint: string | undefined) => Writer;
 
 export function writersAt(writerOf: WriterOf): TransportFactory {
-  return (config, env): DatabaseAccess => {
+  return (config, env, request): DatabaseAccess => {
+    const hangup = request?.signal;
     // A stub belongs to the request that made it: each is made when needed.
     const writer = (db: Database, hint: string | undefined) => writerOf(config, env, db, hint);
     const home = () => writer(config.database, config.locationHint);
@@ -30,7 +31,7 @@ export function writersAt(writerOf: WriterOf): TransportFactory {
       remove: async (...a) => (await catalog(["remove", a])) as boolean,
     };
     return {
-      open: async (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard),
+      open: async (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard, hangup),
       prepare: (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard).ready(),
       catalogStore: async () => store,
       meter: async (db, at) => unwrap(await writer(db, at.hint).meter()),

@@ -1,8 +1,7 @@
 /**
  * An isolate-wide limit on requests talking to the database at once. sqld (and a Turso primary)
  * serialize writers: dozens of concurrent write batches from one isolate make each of them slower
- * and, past a point, time out (and leave sqld wedged). With 64 concurrent claimers under
- * `wrangler dev` and no limit, every request ended in TIMEOUT.
+ * and, past a point, time out (and leave sqld wedged).
  *
  * Waiters poll on their own timers rather than being woken by the request that frees a slot:
  * a wake-up is a promise resolved from another request's context, which workerd either forwards
@@ -10,9 +9,11 @@
  * database I/O would belong to the wrong request ("Cannot perform I/O on behalf of a different
  * request"). A timer always fires in the context that set it.
  */
+import { type Backoff, backoff, sleepOrReturn } from "../core/backoff.js";
 import { HttpError } from "./errors.js";
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** The pauses between a waiter's looks at the slots: 1 ms doubling to 32, half-jittered. */
+const LOOK: Backoff = { initial: 1, max: 32, jitter: "half" };
 
 export class Gate {
   readonly #limit: number;
@@ -35,8 +36,8 @@ export class Gate {
     this.#waiting++;
     try {
       const deadline = Date.now() + this.#maxWaitMs;
-      for (let delay = 1; ; delay = Math.min(delay * 2, 32)) {
-        await sleep(delay * (0.5 + Math.random()));
+      for (let attempt = 1; ; attempt++) {
+        await sleepOrReturn(backoff(attempt, LOOK));
         if (this.#active < this.#limit) {
           this.#active++;
           return;

@@ -7,7 +7,7 @@ import type * as v from "valibot";
 import { object } from "../contract/kit.js";
 import { ERRORS, ErrorAnswer, type ErrorCode, PushDelivery, QueuePath } from "../contract/schemas.js";
 import { SIGNATURE_HEADER } from "../contract/signature.js";
-import { MAX_BODY_BYTES } from "../rules.js";
+import { DEFAULT_QUEUE, MAX_BODY_BYTES } from "../rules.js";
 import { LEASE_EXAMPLE } from "./examples.js";
 import { type RouteSpec, scopedPath } from "./route.js";
 
@@ -193,17 +193,23 @@ const TAGS = [
   },
   { name: "Inspect", description: "Counters and groups." },
   { name: "Dead letters", description: "Messages that used their last attempt." },
-  {
-    name: "Queues",
-    description:
-      "Named queues, each in its own database (or one per shard). `/v1/queues/{queue}/...` serves every route above for a named queue; `/v1/...` is the queue named `default`.",
-  },
+  { name: "Queues", description: "Named queues, each in its own database (or one per shard)." },
   {
     name: "Service",
     description:
       "Health, this document, the docs page and the dashboard (no auth); metrics for Prometheus (with the token).",
   },
 ];
+
+/**
+ * Marks an operation that is another operation in a named queue (its value: that operation's id), so
+ * that a reader such as the docs page can show each route once. The document keeps both paths: a
+ * client generator or a gateway needs every path the API answers.
+ */
+export const IN_NAMED_QUEUE = "x-in-named-queue";
+
+/** What a named queue's routes have in place of `/v1`. */
+const QUEUE_PREFIX = scopedPath("/v1/")?.slice(0, -1);
 
 /** A route in a named queue: the queue in its path, and QUEUE_NOT_FOUND among its answers. */
 function inQueue(route: RouteSpec, path: `/${string}`): RouteSpec {
@@ -272,7 +278,10 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
   for (const route of routes) {
     const scoped = scopedPath(route.path);
     if (scoped !== undefined)
-      paths[scoped] = { ...(paths[scoped] ?? {}), [route.method]: operation(inQueue(route, scoped)) };
+      paths[scoped] = {
+        ...(paths[scoped] ?? {}),
+        [route.method]: { ...operation(inQueue(route, scoped)), [IN_NAMED_QUEUE]: route.operationId },
+      };
   }
   return {
     openapi: "3.1.0",
@@ -285,6 +294,7 @@ export function openApiDocument(routes: readonly RouteSpec[], version: string, b
         "A durable message queue with per-group exclusivity (FIFO message groups, one message in flight per group), kept in Turso/libSQL.",
         "Every `/v1` route needs `Authorization: Bearer <QUEUE_TOKEN>`. Bodies are JSON objects in UTF-8, at most 1 MiB; unknown fields are refused. Times are epoch seconds on the database's clock; durations are seconds (fractions allowed).",
         'Errors are always `{ "error": { "code", "message" } }`; a 400\'s message starts with the field at fault. A refused request stores nothing. Any other method on a known path is `405 METHOD_NOT_ALLOWED` (with `Allow`); an unknown path is `404 NOT_FOUND`.',
+        `A route under \`/v1/\` serves the queue named \`${DEFAULT_QUEUE}\`. Every one of them but \`/v1/queues\` and its routes also serves a named queue, with \`${QUEUE_PREFIX}\` in place of \`/v1\`: \`POST /v1/claims\` claims from the queue \`${DEFAULT_QUEUE}\`, \`POST ${scopedPath("/v1/claims")?.replace("{queue}", "emails")}\` from the queue \`emails\`, and answers \`404 QUEUE_NOT_FOUND\` when there is no such queue.`,
       ].join("\n\n"),
       license: { name: "MIT", identifier: "MIT" },
     },

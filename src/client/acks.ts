@@ -1,77 +1,88 @@
 /**
  * Acks that ride with claims: one round trip per message for consume(). An ack issued in the same
  * tick as a claim travels in that claim's request (`"ack": [...]`), the HTTP counterpart of the
- * library's group commit; an ack no claim took by the end of its tick goes on its own.
+ * library's group commit; the acks no claim took by the end of their tick go together in one
+ * settle request (one alone by its own route).
  *
  * Acks are fenced, so sending one again is safe; a resent ack that finds its message gone reports
  * success, as the library does for its own resends (the attempt whose answer was lost deleted it).
  */
 import type * as W from "../contract/types.js";
-import { MAX_CLAIM_ACKS } from "../rules.js";
+import type { SettleOutcome } from "../core/types.js";
+import { MAX_CLAIM_ACKS, MAX_SETTLE_BATCH } from "../rules.js";
 import { leaseSegment } from "./args.js";
 import type { Engine } from "./engine.js";
 import type { ServerFeatures } from "./features.js";
 import { QueueHttpError } from "./http-errors.js";
 import type { CallOptions } from "./options.js";
 
-/** An ack waiting to ride with the next claim. */
-export interface Rider {
+/** An ack waiting to ride with the next claim (or to go on its own at the end of the tick). */
+export interface PendingAck {
   id: string;
   resolve(): void;
   reject(e: unknown): void;
 }
 
-/** The ack codes a claim's answer may report, with the status each has on its own route. */
-const STATUS_OF_ACK_ERROR: Record<string, number> = { LEASE_LOST: 409, LEASE_NOT_FOUND: 404, INVALID_ARGUMENT: 400 };
+/** The codes of a lease's outcome in a claim's or a settle's answer, with the status each has on its own route. */
+export const STATUS_OF_LEASE_ERROR: Record<string, number> = {
+  LEASE_LOST: 409,
+  LEASE_NOT_FOUND: 404,
+  INVALID_ARGUMENT: 400,
+};
 
-export class AckRiders {
+/** Acks many leases in one settle request (`mayHaveApplied`: as resends). */
+export type SettleAcks = (ids: string[], mayHaveApplied: boolean) => Promise<SettleOutcome[]>;
+
+export class PendingAcks {
   readonly #engine: Engine;
   readonly #features: ServerFeatures;
-  /** Acks waiting for a claim in this tick; sent on their own at the end of it otherwise. */
-  #waiting: Rider[] = [];
+  readonly #settle: SettleAcks;
+  /** Acks waiting for a claim in this tick; sent without one at the end of it otherwise. */
+  #waiting: PendingAck[] = [];
   #flushQueued = false;
 
-  constructor(engine: Engine, features: ServerFeatures) {
+  constructor(engine: Engine, features: ServerFeatures, settle: SettleAcks) {
     this.#engine = engine;
     this.#features = features;
+    this.#settle = settle;
   }
 
   /** Acks lease `id`: without per-call options, by the next claim of this tick if one comes. */
   ack(id: string, options: CallOptions | undefined): Promise<void> {
-    if (options !== undefined || !this.#features.acks) return this.alone(id, options ?? {}, false);
+    if (options !== undefined || !this.#features.acks) return this.ackInOwnRequest(id, options ?? {}, false);
     return new Promise<void>((resolve, reject) => {
       this.#waiting.push({ id, resolve, reject });
       if (!this.#flushQueued) {
         this.#flushQueued = true;
         queueMicrotask(() => {
           this.#flushQueued = false;
-          this.sendAlone(this.#waiting.splice(0), false);
+          this.sendWithoutClaim(this.#waiting.splice(0), false);
         });
       }
     });
   }
 
   /** The acks a claim sent now carries (none when the server takes no acks with claims). */
-  take(): Rider[] {
+  take(): PendingAck[] {
     return this.#features.acks ? this.#waiting.splice(0, MAX_CLAIM_ACKS) : [];
   }
 
-  /** Settles the riders of a claim from its answer's outcomes; `retried`: the claim may have been applied before. */
-  settle(riders: Rider[], answer: W.LeaseList, retried: boolean): void {
+  /** Settles the acks of a claim from its answer's outcomes; `retried`: the claim may have been applied before. */
+  settle(acks: PendingAck[], answer: W.LeaseList, retried: boolean): void {
     const outcomes = ackOutcomes(
       answer,
-      riders.map((r) => r.id),
+      acks.map((r) => r.id),
     );
-    riders.forEach((r, i) => {
+    acks.forEach((r, i) => {
       const o = outcomes[i];
       if (o === undefined) {
         // The answer does not say: ask again on its own (fenced, so sending it again is safe).
-        this.alone(r.id, {}, true).then(r.resolve, r.reject);
+        this.ackInOwnRequest(r.id, {}, true).then(r.resolve, r.reject);
       } else if (o.error === undefined) {
         r.resolve();
       } else {
         const e = new QueueHttpError(o.error.code as QueueHttpError["code"], o.error.message, {
-          status: STATUS_OF_ACK_ERROR[o.error.code],
+          status: STATUS_OF_LEASE_ERROR[o.error.code],
           field: "lease_id",
         });
         if (ackDone(e, retried)) r.resolve();
@@ -81,15 +92,36 @@ export class AckRiders {
   }
 
   /**
-   * Sends each rider in its own request, each to its own answer (after a claim that carried them
-   * failed: `mayHaveApplied` when that claim may have applied them, so that they are read as resends).
+   * Sends acks no claim carries, each to its own answer: together in settle requests (one alone by
+   * its own route). `mayHaveApplied` when a claim that carried them failed and may have applied
+   * them, so that they are read as resends.
    */
-  sendAlone(riders: Rider[], mayHaveApplied: boolean): void {
-    for (const r of riders) this.alone(r.id, {}, mayHaveApplied).then(r.resolve, r.reject);
+  sendWithoutClaim(acks: PendingAck[], mayHaveApplied: boolean): void {
+    if (acks.length === 1 || (acks.length > 1 && !this.#features.settle)) {
+      for (const r of acks) this.ackInOwnRequest(r.id, {}, mayHaveApplied).then(r.resolve, r.reject);
+      return;
+    }
+    for (let i = 0; i < acks.length; i += MAX_SETTLE_BATCH) {
+      const part = acks.slice(i, i + MAX_SETTLE_BATCH);
+      this.#settle(
+        part.map((r) => r.id),
+        mayHaveApplied,
+      ).then(
+        (outcomes) =>
+          part.forEach((r, k) => {
+            const error = outcomes[k]?.error;
+            if (error === undefined) r.resolve();
+            else r.reject(error);
+          }),
+        (e) => {
+          for (const r of part) r.reject(e);
+        },
+      );
+    }
   }
 
   /** One ack, in its own request; `retried`: an earlier request with this ack may have applied it. */
-  async alone(id: string, options: CallOptions, retried: boolean): Promise<void> {
+  async ackInOwnRequest(id: string, options: CallOptions, retried: boolean): Promise<void> {
     const path = `/v1/leases/${leaseSegment(id)}/ack`;
     try {
       await this.#engine.send({ method: "POST", path, write: true, retryUnknown: true, ok: () => undefined }, options);

@@ -69,19 +69,17 @@ export const seqSegment = (seq: unknown): string => String(library(() => checkSe
  * one itself (400, `lease_id`).
  */
 export function leaseSegment(lease: unknown): string {
-  return segment("lease_id", leaseIdOf(lease));
+  return segment("lease_id", leaseIdFrom(lease));
 }
 
-export function leaseIdOf(lease: unknown): string {
+/** The id of a lease given as itself or as its id (checked for presence only). */
+export function leaseIdFrom(lease: unknown): string {
   const id = typeof lease === "string" ? lease : (lease as { id?: unknown } | null)?.id;
   if (typeof id !== "string" || id === "") {
     throw invalidArgument("lease_id", `must be a lease or a lease id, got ${describe(lease)}`);
   }
   return id;
 }
-
-/** The seq in a lease id (`"<seq>.<token>"`). */
-export const seqOfLeaseId = (id: string): number => Number(id.slice(0, id.indexOf(".")));
 
 /** Idempotency keys travel in a header: visible ASCII, inner spaces allowed, 1 to MAX_ID_LENGTH characters. */
 const KEY = new RegExp(`^[!-~](?:[ -~]{0,${MAX_ID_LENGTH - 2}}[!-~])?$`);

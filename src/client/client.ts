@@ -24,11 +24,13 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
 } from "../core/types.js";
-import { DEFAULT_QUEUE, describe, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
-import { AckRiders } from "./acks.js";
+import { DEFAULT_QUEUE, describe, leaseId, MAX_CLAIM_WAIT, waitProblem } from "../rules.js";
+import { PendingAcks } from "./acks.js";
 import { baseUrl, intOption, timeoutOf } from "./args.js";
 import { Engine } from "./engine.js";
 import { ServerFeatures } from "./features.js";
@@ -100,12 +102,19 @@ export class QueueClient {
     this.#maxClaimWait = wait ?? DEFAULTS.maxClaimWait;
 
     const features = new ServerFeatures();
-    const acks = new AckRiders(engine, features);
+    // Acks no claim carries go in one settle request: through #leases, made below.
+    const acks = new PendingAcks(engine, features, (ids, mayHaveApplied) =>
+      this.#leases.settle(
+        ids.map((lease) => ({ action: "ack", lease })),
+        {},
+        mayHaveApplied,
+      ),
+    );
     this.#messages = new Messages(engine, options.autoIdempotencyKeys ?? true);
     this.#claims = new Claims(engine, features, acks);
     this.#inspect = new Inspect(engine);
     this.#deadLetters = new DeadLetters(engine);
-    this.#leases = new Leases(engine, acks, this.#inspect, this.#deadLetters);
+    this.#leases = new Leases(engine, features, acks, this.#inspect, this.#deadLetters);
     this.#subscriptions = new Subscriptions(engine);
     this.#queues = new Queues(engine);
   }
@@ -187,8 +196,8 @@ export class QueueClient {
   /** A settlement in its `settle` span. */
   #settle<T>(name: string, lease: Lease | string, settle: () => Promise<T>): Promise<T> {
     const id = typeof lease === "string" ? lease : (lease as Lease | null)?.id;
-    const seq = typeof id === "string" ? id.slice(0, id.indexOf(".")) : undefined;
-    const attributes = seq === undefined ? undefined : { "messaging.message.id": seq };
+    const seq = leaseId.parse(id)?.seq;
+    const attributes = seq === undefined ? undefined : { "messaging.message.id": String(seq) };
     return traced("settle", { name, destination: this.name, ...(attributes ? { attributes } : {}) }, settle);
   }
 
@@ -216,6 +225,18 @@ export class QueueClient {
    */
   release(lease: Lease | string, options: CallOptions = {}): Promise<void> {
     return this.#settle("release", lease, () => this.#leases.release(lease, options));
+  }
+
+  /**
+   * Acks, nacks and releases many leases (up to MAX_SETTLE_BATCH) in one request: each fenced as on
+   * its own, each with its own outcome, in the order given. A list with an entry that is not valid
+   * is refused whole, before anything is sent.
+   */
+  settle(settlements: Settlement[], options: CallOptions = {}): Promise<SettleOutcome[]> {
+    const count = Array.isArray(settlements) ? settlements.length : undefined;
+    return traced("settle", { name: "settle", destination: this.name, count }, () =>
+      this.#leases.settle(settlements, options),
+    );
   }
 
   /** Heartbeat: the lease now expires `visibility` seconds from now (the database's clock). */

@@ -1,7 +1,8 @@
 /**
  * What the server can do, learnt from its refusals. A server older than a feature refuses its
- * field as unknown (`"wait": unknown field`, INVALID_ARGUMENT); the client then stops sending it,
- * so that it works with both: acks go on their own, and a claim asked to wait polls instead.
+ * field as unknown (`"wait": unknown field`, INVALID_ARGUMENT), or its route as missing (404
+ * NOT_FOUND); the client then stops sending it, so that it works with both: acks go on their own,
+ * a claim asked to wait polls instead, and a settle sends each lease by its own route.
  */
 import type { QueueHttpError } from "./http-errors.js";
 
@@ -10,6 +11,15 @@ export class ServerFeatures {
   acks = true;
   /** Claims may wait for a message (`"wait": seconds`, long poll). */
   waits = true;
+  /** Many leases may be settled in one request (`POST /v1/leases/settle`). */
+  settle = true;
+
+  /** A settle was refused with `e`: true when the server has no such route (it predates it). */
+  lacksRoute(e: QueueHttpError): boolean {
+    if (e.status !== 404 || e.code !== "NOT_FOUND") return false;
+    this.settle = false;
+    return true;
+  }
 
   /**
    * A claim that carried acks and/or a wait was refused with `e`: true when the refusal was about

@@ -1,6 +1,6 @@
 /** What the API answers, and what a push subscription's consumer receives, as valibot schemas. */
 import * as v from "valibot";
-import { GROUP_COUNT_CAP, MIN_PRIORITY } from "../rules.js";
+import { GROUP_COUNT_CAP, MIN_PRIORITY, SETTLE_ACTIONS } from "../rules.js";
 import { count, epochSeconds, leaseId, seq } from "./kit.js";
 
 export const Health = v.object({ status: v.literal("ok") });
@@ -57,6 +57,29 @@ export const LeaseList = v.object({
 
 /** A claim's 200: one lease, or a list of leases when `max` was sent. */
 export const ClaimAnswer = v.union([Lease, LeaseList]);
+
+export const SettleOutcome = v.object({
+  lease_id: leaseId,
+  action: v.pipe(v.picklist(SETTLE_ACTIONS), v.description("What was asked for this lease.")),
+  dead_lettered: v.optional(
+    v.pipe(
+      v.boolean(),
+      v.description("For an applied `nack`: `true` when this was its last attempt and it moved to the dead letters."),
+    ),
+  ),
+  error: v.optional(
+    v.pipe(
+      v.object({ code: v.string(), message: v.string() }),
+      v.description(
+        "Why it was not applied, as its own route would have answered (`LEASE_LOST`, `LEASE_NOT_FOUND`, `UNAVAILABLE`, ...); absent when it was.",
+      ),
+    ),
+  ),
+});
+
+export const SettleAnswer = v.object({
+  outcomes: v.pipe(v.array(SettleOutcome), v.description("One per lease sent, in the order they were sent.")),
+});
 
 export const ExtendAnswer = v.object({
   lease_id: leaseId,

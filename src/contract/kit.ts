@@ -142,10 +142,16 @@ export const leaseId = v.pipe(
   v.examples(["1.e60920e7c2e2f9e880bfec5577612017"]),
 );
 
+/**
+ * `1048576` → `1,048,576`. Not `toLocaleString`: this runs when the Worker starts, and a locale there
+ * loads ICU's data first (BENCHMARKS.md, "The Worker's bundle and startup").
+ */
+const withCommas = (n: number) => String(n).replace(/\B(?=(\d{3})+$)/g, ",");
+
 export const event = v.pipe(
   v.unknown(),
   v.description(
-    `Any JSON value, stored as JSON text: at most ${MAX_EVENT_CHARS.toLocaleString("en-US")} characters as JSON and ${MAX_EVENT_DEPTH} levels deep; numbers must be finite.`,
+    `Any JSON value, stored as JSON text: at most ${withCommas(MAX_EVENT_CHARS)} characters as JSON and ${MAX_EVENT_DEPTH} levels deep; numbers must be finite.`,
   ),
   v.examples([{ order: 1001, action: "charge" }]),
 );

@@ -15,11 +15,17 @@ import {
   MAX_CLAIM_BATCH,
   MAX_CLAIM_WAIT,
   MAX_PUBLISH_BATCH,
+  MAX_SETTLE_BATCH,
   MAX_SHARDS,
   PEEK_PAGE,
   pushUrlProblem,
+  QUEUE_NAME,
   queueNameProblem,
+  SETTLE_ACTIONS,
+  SETTLE_DELAY_PROBLEM,
+  SIGNING_SECRET,
   SUBSCRIPTION,
+  settleActionProblem,
   signingSecretProblem,
   subscriptionNameProblem,
   traceparentProblem,
@@ -140,6 +146,34 @@ export const NackBody = object({
   ),
 });
 
+export const Settlement = v.pipe(
+  object({
+    lease_id: leaseId,
+    action: v.pipe(
+      v.picklist(SETTLE_ACTIONS, ruleMessage(settleActionProblem)),
+      v.description(
+        "`ack`: the message is done; `nack`: give it back (after `delay`), spending its attempt; `release`: give it back unhandled, its attempt not counted.",
+      ),
+    ),
+    delay: v.optional(
+      seconds(">= 0", "For `nack`: park the message, blocking its group, this many seconds (default 0: free it now)."),
+    ),
+  }),
+  v.forward(
+    v.check((s) => s.delay === undefined || s.action === "nack", SETTLE_DELAY_PROBLEM),
+    ["delay"],
+  ),
+);
+
+export const SettleBody = object({
+  leases: list(
+    Settlement,
+    MAX_SETTLE_BATCH,
+    "settlements",
+    `1 to ${MAX_SETTLE_BATCH} leases to ack, nack or release, each fenced as on its own route and each with its own outcome, in this order.`,
+  ),
+});
+
 export const ExtendBody = object({
   visibility: seconds("> 0", "The lease now expires this many seconds from now (the database's clock)."),
 });
@@ -179,10 +213,10 @@ export const SubscriptionBody = object({
     v.pipe(
       v.string(ruleMessage(signingSecretProblem)),
       ruleCheck<string>(signingSecretProblem),
-      v.minLength(16),
-      v.maxLength(256),
+      v.minLength(SIGNING_SECRET.minLength),
+      v.maxLength(SIGNING_SECRET.maxLength),
       v.description(
-        "Sets the signing secret (16 to 256 visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.",
+        `Sets the signing secret (${SIGNING_SECRET.minLength} to ${SIGNING_SECRET.maxLength} visible ASCII characters) instead of keeping the current one or drawing one: to rotate it, or to give several subscriptions one secret. Absent: drawn at creation, kept on update.`,
       ),
     ),
   ),
@@ -193,9 +227,9 @@ export const QueuePath = object({
   queue: v.pipe(
     v.string(ruleMessage(queueNameProblem)),
     ruleCheck<string>(queueNameProblem),
-    v.maxLength(40),
+    v.maxLength(QUEUE_NAME.maxLength),
     v.description(
-      `The queue: 1 to 40 of a-z, 0-9 and "-", starting and ending with a letter or digit, without "--". \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
+      `The queue: 1 to ${QUEUE_NAME.maxLength} ${QUEUE_NAME.text}. \`${DEFAULT_QUEUE}\` is the queue that \`/v1/...\` without a queue serves.`,
     ),
     v.examples(["emails"]),
   ),

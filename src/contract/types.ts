@@ -18,6 +18,8 @@ export type BatchMessage = InferInput<typeof s.BatchMessage>;
 export type ClaimRequest = InferInput<typeof s.ClaimBody>;
 export type NackRequest = InferInput<typeof s.NackBody>;
 export type ExtendRequest = InferInput<typeof s.ExtendBody>;
+export type SettleRequest = InferInput<typeof s.SettleBody>;
+export type Settlement = InferInput<typeof s.Settlement>;
 export type SubscriptionRequest = InferInput<typeof s.SubscriptionBody>;
 /** Query parameters of `GET /v1/dead-letters`, as strings on the wire. */
 export type DeadLetterQuery = InferInput<typeof s.DeadLetterQuery>;
@@ -35,6 +37,9 @@ export type LeaseList = InferOutput<typeof s.LeaseList>;
 /** One ack carried by a claim: no `error` when it was applied. */
 export type AckOutcome = InferOutput<typeof s.AckOutcome>;
 export type ExtendAnswer = InferOutput<typeof s.ExtendAnswer>;
+export type SettleAnswer = InferOutput<typeof s.SettleAnswer>;
+/** One lease of a settle: no `error` when it was applied. */
+export type SettleOutcome = InferOutput<typeof s.SettleOutcome>;
 export type Stats = InferOutput<typeof s.Stats>;
 export type DeadLetter = InferOutput<typeof s.DeadLetter>;
 export type DeadLetterPage = InferOutput<typeof s.DeadLetterPage>;

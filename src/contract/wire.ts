@@ -13,6 +13,8 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
 } from "../core/types.js";
@@ -53,6 +55,35 @@ export const extendToWire = (l: Pick<Lease, "id" | "expiresAt">): W.ExtendAnswer
 export const extendFromWire = (w: W.ExtendAnswer): Pick<Lease, "id" | "expiresAt"> => ({
   id: w.lease_id,
   expiresAt: w.expires_at,
+});
+
+/** A settlement as the client sends it (its lease as an id; a nack's delay only when it parks). */
+export const settlementToWire = (s: { id: string; action: Settlement["action"]; delay: number }): W.Settlement =>
+  s.action === "nack" && s.delay > 0
+    ? { lease_id: s.id, action: s.action, delay: s.delay }
+    : { lease_id: s.id, action: s.action };
+
+export const settlementFromWire = (w: W.Settlement): Settlement =>
+  w.action === "nack"
+    ? { action: "nack", lease: w.lease_id, ...(w.delay === undefined ? {} : { delay: w.delay }) }
+    : { action: w.action, lease: w.lease_id };
+
+export const settleOutcomeToWire = (o: SettleOutcome): W.SettleOutcome => ({
+  lease_id: o.leaseId,
+  action: o.action,
+  ...(o.deadLettered === undefined ? {} : { dead_lettered: o.deadLettered }),
+  ...(o.error === undefined ? {} : { error: { code: o.error.code, message: o.error.message } }),
+});
+
+/** An outcome as the client reads it; `errorOf` makes the error the client throws for that code. */
+export const settleOutcomeFromWire = (
+  w: W.SettleOutcome,
+  errorOf: (e: { code: string; message: string }) => NonNullable<SettleOutcome["error"]>,
+): SettleOutcome => ({
+  leaseId: w.lease_id,
+  action: w.action,
+  ...(w.dead_lettered === undefined ? {} : { deadLettered: w.dead_lettered }),
+  ...(w.error === undefined ? {} : { error: errorOf(w.error) }),
 });
 
 export function statsToWire(s: QueueStats): W.Stats {

@@ -27,6 +27,9 @@ export function backoff(attempt: number, b: Backoff): number {
   return step;
 }
 
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** The write path's retries of what the database did not apply (BUSY, a refused connection), in ms. */
 export const RETRY_MS: Backoff = { initial: 20, max: 500, jitter: "full" };
 

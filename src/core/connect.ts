@@ -5,7 +5,7 @@
  * schema brought up to date.
  */
 import type { Client, Config, InStatement, ResultSet } from "@libsql/client";
-import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE } from "../rules.js";
+import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, plainNameProblem } from "../rules.js";
 import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
@@ -63,16 +63,16 @@ export interface TransportOptions {
    * commits if the machine itself goes down.
    */
   synchronous?: "full" | "normal";
-}
-
-/** `LibsqlTransport.fromClient`'s options: those that do not choose the connection, and two of its own. */
-export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
   /**
    * False skips the schema check (one read) when the caller already made sure of it: a Worker builds
    * a transport per request (workerd forbids sharing in-flight I/O between requests) but checks the
    * schema once per isolate.
    */
   ensureSchema?: boolean;
+}
+
+/** `LibsqlTransport.fromClient`'s options: those that do not choose the connection, and one of its own. */
+export type ClientOptions = Omit<TransportOptions, "authToken" | "syncUrl" | "syncInterval" | "fetch"> & {
   /**
    * The database `client` was made for (`libsql://` or `http(s)://`, and its token): writes then go
    * out as the same batch request without the client's machinery (hrana.ts, less CPU per write);
@@ -157,7 +157,7 @@ export async function connect(database: string, options: TransportOptions): Prom
       // FULL (the default) syncs every commit; NORMAL survives a crash of the process, not of the OS.
       await client.execute(`PRAGMA synchronous=${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
     }
-    await ensureSchema(conn);
+    if (options.ensureSchema !== false) await ensureSchema(conn);
   } catch (e) {
     conn.writes.close();
     client.close();
@@ -312,10 +312,9 @@ export const namespaceHeaderValue = (namespace: string): string =>
   btoa(String.fromCharCode(...new TextEncoder().encode(namespace))).replace(/=+$/, "");
 
 function checkNamespace(field: string, v: unknown): string {
-  if (typeof v !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(v)) {
-    throw invalid(field, `must be 1 to 64 of A-Z, a-z, 0-9, "_" and "-", got ${JSON.stringify(v)}`);
-  }
-  return v;
+  const p = plainNameProblem(v);
+  if (p !== undefined) throw invalid(field, p);
+  return v as string;
 }
 
 /**

@@ -63,6 +63,9 @@ export function retryable(e: QueueError): boolean {
 const statusOf = (chain: unknown[]) =>
   chain.map((c) => (c as { status?: unknown }).status).find((s): s is number => typeof s === "number");
 
+export const noDeadLetter = (seq: number): QueueError =>
+  new QueueError("DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`, { field: "seq" });
+
 export const invalid = (field: string, problem: string): QueueError =>
   new QueueError("INVALID_ARGUMENT", `${field}: ${problem}`, { field });
 

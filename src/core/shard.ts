@@ -3,7 +3,7 @@
  * naming a shard's lease as the queue names it, adding counts, groups, dead letters, due moments and
  * histories up, reaching a shard's subscriptions.
  */
-import { MAX_SHARDS, shardedSeq } from "../rules.js";
+import { leaseId, MAX_SHARDS, shardedSeq } from "../rules.js";
 import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
 import type {
   DeadLetter,
@@ -16,6 +16,8 @@ import type {
   QueueHistory,
   QueueSample,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   Subscription,
   SubscriptionInput,
 } from "./types.js";
@@ -33,6 +35,7 @@ export interface Shard {
   ack(lease: string): Promise<unknown>;
   nack(lease: string, delay?: number): Promise<NackResult>;
   release(lease: string): Promise<unknown>;
+  settle(settlements: Settlement[]): Promise<SettleOutcome[]>;
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
   stats(): Promise<QueueStats>;
   groups(options?: { limit?: number }): Promise<GroupInfo[]>;
@@ -63,7 +66,7 @@ export interface ShardOf {
 export function shardLease<E>(l: Lease<E>, shard: ShardOf): Lease<E> {
   if (shard.count <= 1) return l;
   const seq = shardedSeq.of(l.seq, shard.index, shard.count);
-  return { ...l, seq, id: `${seq}${l.id.slice(l.id.indexOf("."))}` };
+  return { ...l, seq, id: leaseId.of(seq, (leaseId.parse(l.id) as { token: string }).token) };
 }
 
 /**

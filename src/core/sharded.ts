@@ -21,14 +21,15 @@
 import {
   DEAD_LETTER_PAGE,
   GROUPS_PAGE,
+  leaseId,
   MAX_CLAIM_BATCH,
   MAX_PUBLISH_BATCH,
   MAX_SHARDS,
-  parseLeaseSeq,
   shardedSeq,
   shardOf,
 } from "../rules.js";
-import { invalid, QueueError } from "./errors.js";
+import { invalid, noDeadLetter, QueueError } from "./errors.js";
+import { checkSettlements, settleAcross } from "./settle.js";
 import {
   addHistories,
   addUp,
@@ -53,6 +54,8 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   SubscriptionInput,
 } from "./types.js";
 import {
@@ -272,6 +275,14 @@ export class ShardedQueue {
     await shard.release(id);
   }
 
+  /** Many leases at once, checked once, then one settle per shard they are on. */
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    return settleAcross(checkSettlements(settlements), (id) => {
+      const r = this.#route(id);
+      return { part: r.shard, id: r.id };
+    });
+  }
+
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const { shard, id, index, local } = this.#route(lease);
     const extended = await shard.extend({ ...lease, id, seq: local }, checkPositiveSeconds("visibility", visibility));
@@ -306,7 +317,7 @@ export class ShardedQueue {
 
   async redrive(seq: number): Promise<number> {
     const s = this.#shardOfSeq(checkSeq("seq", seq));
-    if (s === undefined) throw new QueueError("DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`, { field: "seq" });
+    if (s === undefined) throw noDeadLetter(seq);
     const n = this.#shards.length;
     const local = await (this.#shards[s] as Shard).redrive(shardedSeq.local(seq, n));
     return shardedSeq.of(local, s, n);
@@ -376,8 +387,9 @@ export class ShardedQueue {
   /** The shard of a lease, and the lease as its shard names it. */
   #route(lease: Lease | string): { shard: Shard; index: number; id: string; local: number } {
     const id = typeof lease === "string" ? lease : typeof lease === "object" && lease !== null ? lease.id : undefined;
-    const seq = parseLeaseSeq(id);
-    if (seq === undefined) throw invalid("lease", "is not a lease id of this queue");
+    const parsed = leaseId.parse(id);
+    if (parsed === undefined) throw invalid("lease", "is not a lease id of this queue");
+    const { seq, token } = parsed;
     const index = this.#shardOfSeq(seq);
     if (index === undefined) {
       throw new QueueError("LEASE_NOT_FOUND", `lease: message ${seq} is on no shard of this queue`, { field: "lease" });
@@ -386,7 +398,7 @@ export class ShardedQueue {
     return {
       shard: this.#shards[index] as Shard,
       index,
-      id: `${local}${(id as string).slice((id as string).indexOf("."))}`,
+      id: leaseId.of(local, token),
       local,
     };
   }

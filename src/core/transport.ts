@@ -7,12 +7,21 @@
  * (./connect.ts: options, clients, the write engine, the schema). What only the Worker's writer
  * needs (hearing of writes, subscriptions) is in ./internals.ts.
  */
-import { DEAD_LETTER_PAGE, GROUPS_PAGE, MAX_CLAIM_BATCH, MAX_PUBLISH_BATCH, PEEK_PAGE, PURGE_CHUNK } from "../rules.js";
+import {
+  DEAD_LETTER_PAGE,
+  GROUPS_PAGE,
+  leaseId,
+  MAX_CLAIM_BATCH,
+  MAX_PUBLISH_BATCH,
+  PEEK_PAGE,
+  PURGE_CHUNK,
+} from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import type { WriteSpec } from "./engine.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
+import { checkSettlements, outcomeOf } from "./settle.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
 import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
@@ -25,6 +34,8 @@ import type {
   PublishOptions,
   QueuedMessage,
   QueueStats,
+  Settlement,
+  SettleOutcome,
 } from "./types.js";
 import {
   checkCount,
@@ -59,8 +70,7 @@ export class LibsqlTransport {
   }
 
   /**
-   * Wraps an existing `@libsql/client` client (for instance one from `@libsql/client/web` inside a
-   * Worker); the caller closes it. See `ClientOptions` for `ensureSchema` and `http`.
+   * Wraps an existing `@libsql/client` client; the caller closes it. See `ClientOptions` for `http`.
    */
   static async fromClient(
     client: Parameters<typeof wrapClient>[0],
@@ -256,11 +266,29 @@ export class LibsqlTransport {
     this.#internals.counted({ kind: "released" });
   }
 
+  /**
+   * Acks, nacks and releases many leases (up to MAX_SETTLE_BATCH) at once: each is fenced as its own
+   * call is, and answers its own outcome, in the order given. They leave in the same tick, so the
+   * write path carries them in as few batches as its statement limit allows. A list with an entry
+   * that is not valid is refused whole, before anything is sent.
+   */
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    const list = checkSettlements(settlements);
+    return Promise.all(
+      list.map((s) =>
+        outcomeOf(
+          s,
+          s.action === "ack" ? this.ack(s.id) : s.action === "nack" ? this.nack(s.id, s.delay) : this.release(s.id),
+        ),
+      ),
+    );
+  }
+
   /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */
   async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
-    this.#internals.extended(sql.leaseIdOf(ref), ref.seq, expiresAt);
+    this.#internals.extended(leaseId.of(ref.seq, ref.token), ref.seq, expiresAt);
     return { ...lease, expiresAt };
   }
 
@@ -388,7 +416,7 @@ const published = () => ({ change: "publish" }) as const;
 /** Parses a lease or lease id; refuses anything that is not one of ours. */
 function leaseRef(lease: Lease | string): sql.LeaseRef {
   const id = typeof lease === "string" ? lease : typeof lease === "object" && lease !== null ? lease.id : undefined;
-  const ref = sql.parseLeaseId(id);
+  const ref = leaseId.parse(id);
   if (!ref) throw invalid("lease", "is not a lease id of this queue");
   return ref;
 }

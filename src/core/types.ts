@@ -1,4 +1,5 @@
 /** The library's public shapes, apart from the transport that produces them. */
+import type { QueueError } from "./errors.js";
 
 export interface Lease<E = unknown> {
   /** Opaque handle for ack/nack/extend: `"<seq>.<token>"`; the token fences off stale holders. */
@@ -33,6 +34,25 @@ export interface PublishOptions {
   traceparent?: string;
   /** Seconds (0 to 366 days) before the message may be delivered; it keeps its place in its group. */
   delay?: number;
+}
+
+/** One lease of a `settle()`: acked, nacked (parked for `delay` seconds when > 0), or released. */
+export type Settlement =
+  | { action: "ack"; lease: Lease | string }
+  | { action: "nack"; lease: Lease | string; delay?: number }
+  | { action: "release"; lease: Lease | string };
+
+/** What became of one lease of a `settle()`, in the order they were given. */
+export interface SettleOutcome {
+  leaseId: string;
+  action: Settlement["action"];
+  /** A nack whose message had used its attempts and moved to the dead letters. */
+  deadLettered?: boolean;
+  /**
+   * Why it was not applied, as the lease's own call would have failed: LEASE_LOST, LEASE_NOT_FOUND,
+   * or the database's UNAVAILABLE, TIMEOUT, ... Absent when it was.
+   */
+  error?: QueueError<string>;
 }
 
 export interface NackResult {

@@ -15,6 +15,7 @@ describe("turso-queue/client", () => {
       "SIGNATURE_HEADER",
       "consume",
       "createClient",
+      "drain",
       "leaseOfDelivery",
       "signPayload",
       "verifySignature",

@@ -663,8 +663,12 @@ describe("consume() over HTTP", () => {
       expect(h.seq, `FIFO in ${h.groupId}`).toBeGreaterThan(last.get(h.groupId) ?? 0);
       last.set(h.groupId, h.seq);
     }
-    // Every lease acked exactly once: alone, or riding in a claim the API accepted.
-    const alone = log.filter((r) => r.path.endsWith("/ack") && r.status === 204).length;
+    // Every lease acked exactly once: alone, in a settle, or riding in a claim the API accepted.
+    const alone =
+      log.filter((r) => r.path.endsWith("/ack") && r.status === 204).length +
+      log
+        .filter((r) => r.path === "/v1/leases/settle" && r.status === 200)
+        .reduce((n, r) => n + (JSON.parse(r.body ?? "{}") as { leases: unknown[] }).leases.length, 0);
     const ridden = log
       .filter((r) => r.path === "/v1/claims" && r.status === 200)
       .reduce((n, r) => n + ((JSON.parse(r.body ?? "{}") as { ack?: string[] }).ack?.length ?? 0), 0);

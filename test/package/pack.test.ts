@@ -1,11 +1,10 @@
 /**
- * The package as a user gets it: a plain `npm pack` on a clean copy of the repo (no dist/, no flags:
- * the copy's own .npmrc lets its `prepare` build dist/), then `npm install <tarball>` into a fresh
- * project (npm cache first, the registry only for what is missing), where an ESM script, a CommonJS
- * script, the README's examples and `tsc` (nodenext and bundler resolution) use every entry. A plain
- * `npm publish --dry-run` on the same copy, dist/ removed again and a user npmrc saying
- * `ignore-scripts=true`, must build and list the same files, and send nothing to its registry (a fake
- * one on 127.0.0.1 that records what it is asked).
+ * The package as a user gets it: `npm run pack` on a clean copy of the repo (no dist/: it builds,
+ * then packs the published package.json, README.md and dist/), then `npm install <tarball>` into a
+ * fresh project (npm cache first, the registry only for what is missing), where an ESM script, a
+ * CommonJS script, the README's examples and `tsc` (nodenext and bundler resolution) use every entry.
+ * `npm publish --dry-run <tarball>` lists the same files and sends nothing to its registry (a fake one
+ * on 127.0.0.1 that records what it is asked); a plain `npm publish` of the repo itself refuses.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import {
@@ -33,6 +32,7 @@ import { listSubscriptions } from "../../src/core/subscriptions.js";
 import { LibsqlTransport } from "../../src/index.js";
 import { resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
+import { cleanEnv, docExample as readmeExample } from "./tarball.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const run = promisify(execFile);
@@ -42,19 +42,18 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   dependencies: Record<string, string>;
 };
 
-/** The environment without what `npm test` itself set (npm_config_*, npm_package_*): a user's shell. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v;
-  return { ...env, ...extra };
-}
-
 let work: string;
 let app: string;
 let tarball: string;
 let packed: string[];
+/** The tarball's package.json. */
+let manifest: Record<string, unknown>;
+/** What `npm install <tarball>` printed. */
+let installOutput: string;
 /** The files `npm publish --dry-run` lists, and the requests its (fake) registry received. */
 let published: string[];
+/** What a plain `npm publish` of the repo said. */
+let repoPublish: string;
 const registryRequests: { method: string; url: string }[] = [];
 let registry: Server | undefined;
 let admin: LibsqlTransport;
@@ -71,21 +70,6 @@ async function node(args: string[], env: Record<string, string> = {}): Promise<s
     const err = e as { stdout?: string; stderr?: string; message: string };
     throw new Error(`node ${args.join(" ")} failed: ${err.message}\n${err.stdout ?? ""}\n${err.stderr ?? ""}`);
   }
-}
-
-/** The code block that follows `<!-- example: <name> ... -->` in the README, or else in a page of docs/. */
-function readmeExample(name: string): string {
-  const marker = `<!-- example: ${name}`;
-  const pages = readdirSync(join(ROOT, "docs"))
-    .filter((f) => f.endsWith(".md"))
-    .sort()
-    .map((f) => join("docs", f));
-  const file = ["README.md", ...pages].find((f) => readFileSync(join(ROOT, f), "utf8").includes(marker));
-  expect(file, `example ${name} in README.md or docs/*.md`).toBeDefined();
-  const text = readFileSync(join(ROOT, file as string), "utf8");
-  const m = /```[a-z]*\n([\s\S]*?)```/.exec(text.slice(text.indexOf(marker)));
-  if (!m) throw new Error(`no code block after the marker for ${name} in ${file}`);
-  return m[1] as string;
 }
 
 /**
@@ -139,29 +123,22 @@ beforeAll(async () => {
   expect(existsSync(join(clone, "dist")), "a clean copy has no dist/").toBe(false);
   symlinkSync(join(ROOT, "node_modules"), join(clone, "node_modules"), "dir");
 
-  // A plain `npm pack`, as a release runs it: the clone's own .npmrc keeps our `prepare` (the build) on.
+  // `npm run pack`, as a release runs it (docs/contributing.md).
   const tgzDir = join(work, "tgz");
   mkdirSync(tgzDir);
-  await run("npm", ["pack", "--pack-destination", tgzDir], {
-    cwd: clone,
-    env: cleanEnv(),
-    timeout: 180_000,
-  });
+  await run("npm", ["run", "pack", "--", tgzDir], { cwd: clone, env: cleanEnv(), timeout: 180_000 });
   const [name] = readdirSync(tgzDir).filter((f) => f.endsWith(".tgz"));
   tarball = join(tgzDir, name as string);
   packed = (await run("tar", ["-tzf", tarball])).stdout
     .split("\n")
     .filter(Boolean)
     .map((p) => p.replace(/^package\//, ""));
+  manifest = JSON.parse((await run("tar", ["-xzOf", tarball, "package/package.json"])).stdout);
 
-  // A plain `npm publish --dry-run` on the same copy, dist/ gone again, for a user whose own npmrc says
-  // ignore-scripts=true (the project's .npmrc overrides it). Its registry is a fake one here that
-  // answers 404 to everything and records each request: `--dry-run` asks for the package's metadata
-  // (the versions already published) and must never send it (a PUT).
-  rmSync(join(clone, "dist"), { recursive: true, force: true });
-  expect(existsSync(join(clone, "dist")), "dist/ removed before publishing").toBe(false);
-  const userconfig = join(work, "user.npmrc");
-  writeFileSync(userconfig, "ignore-scripts=true\n");
+  // `npm publish --dry-run <tarball>`, and a plain `npm publish` of the repo with a token, against a fake
+  // registry that answers 404 to everything and records each request: `--dry-run` asks for the
+  // package's metadata (the versions already published) and must never send it (a PUT); the repo's own
+  // package.json is private, so its publish stops before sending anything.
   const fake = createServer((req, res) => {
     registryRequests.push({ method: req.method ?? "", url: req.url ?? "" });
     req.resume();
@@ -170,26 +147,31 @@ beforeAll(async () => {
   registry = fake;
   await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
   const { port } = fake.address() as { port: number };
-  const { stdout: publishOut } = await run(
-    "npm",
-    ["publish", "--dry-run", "--json", `--registry=http://127.0.0.1:${port}/`],
-    { cwd: clone, env: cleanEnv({ npm_config_userconfig: userconfig }), timeout: 180_000, maxBuffer: 16 * 1024 * 1024 },
-  );
-  // stdout holds the build's own output (publish runs scripts in the foreground), then the JSON.
-  const json = publishOut.slice(publishOut.search(/^\{/m));
-  const report = (JSON.parse(json) as Record<string, { files: { path: string }[] } | undefined>)[pkg.name];
+  const registryArgs = [`--registry=http://127.0.0.1:${port}/`, `--//127.0.0.1:${port}/:_authToken=not-a-token`];
+  const { stdout: publishOut } = await run("npm", ["publish", "--dry-run", "--json", ...registryArgs, tarball], {
+    cwd: work,
+    env: cleanEnv(),
+    timeout: 180_000,
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const report = (JSON.parse(publishOut) as Record<string, { files: { path: string }[] } | undefined>)[pkg.name];
   if (!report) throw new Error(`npm publish --dry-run --json printed no report for ${pkg.name}: ${publishOut}`);
   published = report.files.map((f) => f.path);
+  repoPublish = await run("npm", ["publish", ...registryArgs], { cwd: clone, env: cleanEnv(), timeout: 180_000 }).then(
+    () => "published",
+    (e: { stderr?: string }) => e.stderr ?? "",
+  );
 
   // A fresh project installs the tarball, and hono (for mounting the API), as the README says.
   app = join(work, "app");
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-  await run(
+  const installed = await run(
     "npm",
     ["install", tarball, `hono@${pkg.dependencies.hono}`, "--prefer-offline", "--no-audit", "--no-fund"],
     { cwd: app, env: cleanEnv(), timeout: 180_000 },
   );
+  installOutput = installed.stdout + installed.stderr;
 
   admin = await LibsqlTransport.create(inject("sqldUrl"));
   await resetDatabase(clientOf(admin));
@@ -227,9 +209,31 @@ describe("npm pack → npm install → import", () => {
     ).toEqual([]);
   });
 
-  it("a plain npm publish --dry-run builds and lists the same files, and sends nothing", () => {
+  it("its package.json holds what an install reads and nothing of the repo's (no scripts, no devDependencies)", () => {
+    expect(Object.keys(manifest).sort()).toEqual(
+      [
+        "name",
+        "version",
+        "description",
+        "type",
+        "license",
+        "engines",
+        "main",
+        "types",
+        "exports",
+        "dependencies",
+        "sideEffects",
+      ].sort(),
+    );
+    expect(manifest.dependencies).toEqual(pkg.dependencies);
+    // npm 11.16+ lists unreviewed install scripts after an install; npm 12 refuses them.
+    expect(installOutput).not.toMatch(/install script|allowScripts|approve-scripts/i);
+  });
+
+  it("npm publish --dry-run <tarball> lists the same files and sends nothing; the repo itself refuses to publish", () => {
     expect([...published].sort()).toEqual([...packed].sort());
     expect(published).toContain("dist/index.js");
+    expect(repoPublish).toContain("EPRIVATE");
     expect(
       registryRequests.filter((r) => r.method !== "GET"),
       "requests that could publish",

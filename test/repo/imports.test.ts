@@ -1,10 +1,11 @@
 /**
  * The layout holds: no import cycle in src/ or scripts/, and each layer imports only what it may
- * (src/core never Hono, the app, the client or the Worker runtime; src/rules.ts nothing; the
- * contract no runtime code of the library; the client no valibot, Hono, app or Node built-in;
- * scripts no tests). Read from the sources' import statements. A cycle counts type-only imports
- * too (a module that needs a type from one that needs it back is tangled, erased or not); the
- * layers are about what runs, so they count runtime imports only.
+ * (src/core never Hono, the app, the client, consume() or the Worker runtime; src/rules.ts
+ * nothing; the contract no runtime code of the library; the client no valibot, Hono, app or Node
+ * built-in; consume() neither the client nor the library's transports; scripts no tests). Read
+ * from the sources' import statements. A cycle counts type-only imports too (a module that needs
+ * a type from one that needs it back is tangled, erased or not); the layers are about what runs,
+ * so they count runtime imports only.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -90,12 +91,13 @@ describe("imports", () => {
     expect(graph.get("src/rules.ts")).toEqual([]);
   });
 
-  it("the library (src/core) never imports Hono, the app, the client, the contract's schemas or the Worker runtime", () => {
+  it("the library (src/core) never imports Hono, the app, the client, consume(), the contract's schemas or the Worker runtime", () => {
     expect(
       offending(
         "src/core",
         (s) =>
-          !/^(hono|cloudflare:|src\/app|src\/client|src\/worker|valibot)/.test(s) && s !== "src/contract/schemas.ts",
+          !/^(hono|cloudflare:|src\/app|src\/client|src\/consume|src\/worker|valibot)/.test(s) &&
+          s !== "src/contract/schemas.ts",
       ),
     ).toEqual([]);
   });
@@ -112,9 +114,20 @@ describe("imports", () => {
         "src/client",
         (s) =>
           s === "@opentelemetry/api" ||
-          /^src\/(rules\.ts|client\/|contract\/(wire|signature)\.ts|core\/(errors|validate|backoff|node-fetch|types|telemetry)\.ts)/.test(
+          /^src\/(rules\.ts|client\/|consume\/|contract\/(wire|signature)\.ts|core\/(errors|validate|backoff|node-fetch|types|telemetry|settle)\.ts)/.test(
             s,
           ),
+      ),
+    ).toEqual([]);
+  });
+
+  it("consume() (src/consume), which both entries export, loads neither entry's own code: only the rules and the pure parts of core", () => {
+    expect(
+      offending(
+        "src/consume",
+        (s) =>
+          s === "@opentelemetry/api" ||
+          /^src\/(rules\.ts|consume\/|core\/(errors|validate|backoff|types|telemetry)\.ts)/.test(s),
       ),
     ).toEqual([]);
   });

@@ -1,8 +1,11 @@
 /**
  * `GET /docs`: the OpenAPI document rendered as one HTML page on the server. No script, nothing
  * from a CDN: a table of contents, then each operation with its parameters, body, answers, error
- * codes and examples, all read from the document itself.
+ * codes and examples, all read from the document itself. An operation that is another one in a named
+ * queue (`IN_NAMED_QUEUE`) is not shown again: the document's description says what every route may
+ * take, and the page adds the `queue` parameter under it.
  */
+import { IN_NAMED_QUEUE } from "../openapi.js";
 import { esc, page } from "./html.js";
 
 type Json = Record<string, unknown>;
@@ -69,11 +72,12 @@ const table = (head: string[], rows: string) =>
 const example = (value: unknown) =>
   value === undefined ? "" : `<pre class="example">${esc(JSON.stringify(value, null, 2))}</pre>`;
 
+const parameterRow = (p: Json) =>
+  `<tr><td><code>${esc(String(p.name))}</code></td><td>${esc(String(p.in))}</td><td>${typeOf(p.schema as Schema)}</td><td>${p.required ? "required" : "optional"}</td><td>${md(p.description)}</td></tr>`;
+const PARAMETER_HEAD = ["name", "in", "type", "", "meaning"];
+
 function operationHtml(method: string, path: string, op: Json): string {
-  const params = (op.parameters as Json[]).map(
-    (p) =>
-      `<tr><td><code>${esc(String(p.name))}</code></td><td>${esc(String(p.in))}</td><td>${typeOf(p.schema as Schema)}</td><td>${p.required ? "required" : "optional"}</td><td>${md(p.description)}</td></tr>`,
-  );
+  const params = (op.parameters as Json[]).map(parameterRow);
   const body = op.requestBody as Json | undefined;
   const media = (x: Json | undefined) => (x?.content as Record<string, Json> | undefined)?.["application/json"];
   let bodyHtml = "";
@@ -96,16 +100,19 @@ function operationHtml(method: string, path: string, op: Json): string {
   return `<section class="op" id="${esc(String(op.operationId))}">
 <h3><span class="method ${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code></h3>
 <p class="summary">${esc(String(op.summary))}</p>${auth}${md(op.description)}
-${params.length ? `<h4>Parameters</h4>${table(["name", "in", "type", "", "meaning"], params.join(""))}` : ""}
+${params.length ? `<h4>Parameters</h4>${table(PARAMETER_HEAD, params.join(""))}` : ""}
 ${bodyHtml}<h4>Answers</h4>${responses.join("")}</section>`;
 }
 
 export function docsPage(doc: Json, base: string): string {
   const info = doc.info as Json;
   const ops: Array<{ tag: string; method: string; path: string; op: Json }> = [];
+  let queueParameter: Json | undefined;
   for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Json>>)) {
-    for (const [method, op] of Object.entries(item))
-      ops.push({ tag: (op.tags as string[])[0] as string, method, path, op });
+    for (const [method, op] of Object.entries(item)) {
+      if (op[IN_NAMED_QUEUE] === undefined) ops.push({ tag: (op.tags as string[])[0] as string, method, path, op });
+      else queueParameter ??= (op.parameters as Json[]).find((p) => p.name === "queue" && p.in === "path");
+    }
   }
   // What the queue sends, not what it answers: shown under its tag, addressed to the subscriber's URL.
   for (const item of Object.values((doc.webhooks ?? {}) as Record<string, Record<string, Json>>)) {
@@ -138,7 +145,7 @@ export function docsPage(doc: Json, base: string): string {
     `${String(info.title)} API`,
     `<header><h1>${esc(String(info.title))} <small>API ${esc(String(info.version))}</small></h1>
 <nav class="links"><a href="${esc(base)}/openapi.json">openapi.json</a> <a href="${esc(base)}/dashboard">dashboard</a></nav></header>
-<div class="docs"><aside><ul class="toc">${toc}</ul></aside><main>${md(info.description)}${sections}</main></div>`,
+<div class="docs"><aside><ul class="toc">${toc}</ul></aside><main>${md(info.description)}${queueParameter ? table(PARAMETER_HEAD, parameterRow(queueParameter)) : ""}${sections}</main></div>`,
     base,
   );
 }

@@ -2,10 +2,10 @@
 import { Hono } from "hono";
 import { DeadLetterPage, DeadLetterPath, DeadLetterQuery, NoBody, RedriveAnswer } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
+import { noDeadLetter } from "../../core/errors.js";
 import { DEAD_LETTER_PAGE } from "../../rules.js";
 import { deadLetterPage } from "../answers.js";
 import type { AppEnv } from "../context.js";
-import { HttpError } from "../errors.js";
 import { defineRoute, handle } from "../route.js";
 
 export const listDeadLetters = defineRoute({
@@ -84,7 +84,7 @@ handle(deadLetters, redrive, async (c) => {
 handle(deadLetters, deleteDeadLetter, async (c) => {
   const { seq } = c.req.valid("param");
   if (!(await (await c.var.queue()).deleteDeadLetter(seq))) {
-    throw new HttpError(404, "DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`);
+    throw noDeadLetter(seq);
   }
   return c.body(null, 204);
 });

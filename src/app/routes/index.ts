@@ -3,7 +3,7 @@ import type { RouteSpec } from "../route.js";
 import { claim } from "./claims.js";
 import { deleteDeadLetter, listDeadLetters, redrive } from "./dead-letters.js";
 import { peek, purge } from "./groups.js";
-import { ack, extend, nack, release } from "./leases.js";
+import { ack, extend, nack, release, settle } from "./leases.js";
 import { publishBatch, publishOne } from "./messages.js";
 import { metrics } from "./metrics.js";
 import { QUEUE_ROUTES } from "./queues.js";
@@ -17,6 +17,7 @@ export const API_ROUTES: readonly RouteSpec[] = [
   ack,
   nack,
   release,
+  settle,
   extend,
   putSubscription,
   listSubscriptions,

@@ -1,11 +1,22 @@
-/** A lease's life: ack (done), nack (give back, optionally parked), release (give back unspent), extend (heartbeat). */
+/**
+ * A lease's life: ack (done), nack (give back, optionally parked), release (give back unspent),
+ * extend (heartbeat); and settle, many acks, nacks and releases in one request.
+ */
 import { Hono } from "hono";
-import { ExtendAnswer, ExtendBody, LeasePath, NackBody, NoBody } from "../../contract/schemas.js";
+import {
+  ExtendAnswer,
+  ExtendBody,
+  LeasePath,
+  NackBody,
+  NoBody,
+  SettleAnswer,
+  SettleBody,
+} from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
-import { extendToWire } from "../../contract/wire.js";
-import type { Lease } from "../../core/types.js";
-import { DEFAULT_MAX_ATTEMPTS } from "../../rules.js";
-import type { AppEnv } from "../context.js";
+import { extendToWire, settlementFromWire, settleOutcomeToWire } from "../../contract/wire.js";
+import type { Lease, Settlement, SettleOutcome } from "../../core/types.js";
+import { DEFAULT_MAX_ATTEMPTS, MAX_SETTLE_BATCH } from "../../rules.js";
+import type { AppEnv, ServedQueue } from "../context.js";
 import { defineRoute, handle } from "../route.js";
 
 const fenced =
@@ -60,6 +71,50 @@ export const release = defineRoute({
   errors: ["LEASE_LOST", "LEASE_NOT_FOUND"],
 });
 
+export const settle = defineRoute({
+  method: "post",
+  path: "/v1/leases/settle",
+  operationId: "settle",
+  tag: "Consume",
+  summary: "Settle many leases at once: acks, nacks and releases",
+  description: `Up to ${MAX_SETTLE_BATCH} leases in one request (a consumer that stops gives back everything it holds at once), sent to the database together. Each is fenced as on its own route and has its own outcome in the answer, in the order sent: a lease that fails never fails the others. When none of them could reach the database (it is down, or the call timed out), the request fails as a whole, as any route does.`,
+  auth: true,
+  request: {
+    body: {
+      schema: SettleBody,
+      required: true,
+      example: {
+        leases: [
+          { lease_id: "1.e60920e7c2e2f9e880bfec5577612017", action: "ack" },
+          { lease_id: "2.0f1e2d3c4b5a69788796a5b4c3d2e1f0", action: "nack", delay: 10 },
+          { lease_id: "3.aa3c5e7b9d1f2a4c6e8b0d2f4a6c8e0b", action: "release" },
+        ],
+      },
+    },
+  },
+  responses: {
+    200: {
+      description: "Each lease's outcome.",
+      schema: SettleAnswer,
+      example: {
+        outcomes: [
+          { lease_id: "1.e60920e7c2e2f9e880bfec5577612017", action: "ack" },
+          { lease_id: "2.0f1e2d3c4b5a69788796a5b4c3d2e1f0", action: "nack", dead_lettered: false },
+          {
+            lease_id: "3.aa3c5e7b9d1f2a4c6e8b0d2f4a6c8e0b",
+            action: "release",
+            error: {
+              code: "LEASE_LOST",
+              message:
+                "lease: message 3 is no longer leased by this lease (it lapsed and was claimed again, or was released)",
+            },
+          },
+        ],
+      },
+    },
+  },
+});
+
 export const extend = defineRoute({
   method: "post",
   path: "/v1/leases/{lease_id}/extend",
@@ -96,6 +151,21 @@ handle(leases, release, async (c) => {
   await (await c.var.queue()).release(c.req.valid("param").lease_id);
   return c.body(null, 204);
 });
+
+handle(leases, settle, async (c) => {
+  const outcomes = await settleAll(await c.var.queue(), c.req.valid("json").leases.map(settlementFromWire));
+  return c.json({ outcomes: outcomes.map(settleOutcomeToWire) } satisfies T.SettleAnswer, 200);
+});
+
+/** The outcomes; or, when not one lease got an answer of its own from the database, the error they met. */
+async function settleAll(queue: ServedQueue, settlements: Settlement[]): Promise<SettleOutcome[]> {
+  const outcomes = await queue.settle(settlements);
+  const [first] = outcomes;
+  const leaseAnswer = (o: SettleOutcome) =>
+    o.error === undefined || o.error.code === "LEASE_LOST" || o.error.code === "LEASE_NOT_FOUND";
+  if (first?.error !== undefined && !outcomes.some(leaseAnswer)) throw first.error;
+  return outcomes;
+}
 
 handle(leases, extend, async (c) => {
   const { lease_id } = c.req.valid("param");

@@ -25,6 +25,10 @@ export const WRITER_CALLS = {
   nack: call((t, ...a: Parameters<T["nack"]>) => t.nack(...a)),
   release: call((t, ...a: Parameters<T["release"]>) => t.release(...a)),
   extend: call((t, ...a: Parameters<T["extend"]>) => t.extend(...a)),
+  // Each outcome's error as plain data: RPC would keep an Error's message only.
+  settle: call(async (t, ...a: Parameters<T["settle"]>) =>
+    (await t.settle(...a)).map(({ error, ...o }) => (error === undefined ? o : { ...o, failed: failed(error) })),
+  ),
   stats: call((t) => t.stats()),
   groups: call((t, ...a: Parameters<T["groups"]>) => t.groups(...a)),
   deadLetters: call((t, ...a: Parameters<T["deadLetters"]>) => t.deadLetters(...a)),
@@ -87,19 +91,19 @@ export async function outcome<T>(f: () => Promise<T>): Promise<Outcome<T>> {
   }
 }
 
-function failed(e: unknown): Outcome<never> {
+function failed(e: unknown): Extract<Outcome<never>, { error: unknown }> {
   const q = toQueueError(e);
   return { error: { code: q.code, message: q.message, field: q.field, outcomeUnknown: q.outcomeUnknown } };
 }
 
 /** The value, or the writer's error thrown again as a QueueError (which the app maps to its status). */
 export function unwrap<T>(o: Outcome<T>): T {
-  if ("error" in o) {
-    const { code, message, field, outcomeUnknown } = o.error;
-    throw new QueueError(code as QueueErrorCode, message, {
-      ...(field === undefined ? {} : { field }),
-      outcomeUnknown,
-    });
-  }
+  if ("error" in o) throw errorFrom(o);
   return o.ok;
+}
+
+/** A failed outcome's error, as the QueueError it was. */
+export function errorFrom(o: { error: Extract<Outcome<never>, { error: unknown }>["error"] }): QueueError {
+  const { code, message, field, outcomeUnknown } = o.error;
+  return new QueueError(code as QueueErrorCode, message, { ...(field === undefined ? {} : { field }), outcomeUnknown });
 }

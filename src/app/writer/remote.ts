@@ -6,9 +6,10 @@
  * - Calls go by RPC (src/app/writer/calls.ts). Those started in the same tick travel together, in
  *   one RPC, and the writer starts them together: an ack and the claim it rides with share a batch.
  * - A claim that waits (a long poll) goes over HTTP, so that a client who hangs up takes the wait
- *   with it (the runtime cancels the request to the writer). Its own abort (another shard answered
- *   first) is a cancel message instead: the writer answers at once, with what it may already have
- *   claimed, which the caller gives back; nothing the writer took is dropped on the way.
+ *   with it (the request to the writer carries the client's abort). A caller that ends the wait
+ *   itself (another shard answered first) sends a cancel message instead: the writer answers at
+ *   once, with what it may already have claimed, which the caller gives back; nothing the writer
+ *   took is dropped on the way.
  */
 import type { Database } from "../../core/databases.js";
 import { QueueError, toQueueError } from "../../core/errors.js";
@@ -26,6 +27,8 @@ import type {
   QueuedMessage,
   QueueHistory,
   QueueStats,
+  Settlement,
+  SettleOutcome,
   SubscriptionInput,
 } from "../../core/types.js";
 import { MAX_CLAIM_WAIT } from "../../rules.js";
@@ -35,6 +38,7 @@ import {
   type CallName,
   type CallResult,
   databaseRef,
+  errorFrom,
   type Outcome,
   unwrap,
   type WriterTarget,
@@ -85,12 +89,17 @@ interface Pending {
 export class WriterQueue {
   readonly #writer: Writer;
   readonly #target: WriterTarget;
+  readonly #hangup: AbortSignal | undefined;
   #pending: Pending[] = [];
 
-  /** `writer`: the stub of the database's writer (it belongs to the request that made it). */
-  constructor(writer: Writer, database: Database, shard: ShardOf) {
+  /**
+   * `writer`: the stub of the database's writer (it belongs to the request that made it); `hangup`:
+   * aborted when the client of that request goes away.
+   */
+  constructor(writer: Writer, database: Database, shard: ShardOf, hangup?: AbortSignal) {
     this.#writer = writer;
     this.#target = { database: databaseRef(database), shard };
+    this.#hangup = hangup;
   }
 
   /** Its claims may wait for a message. */
@@ -139,6 +148,15 @@ export class WriterQueue {
 
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
     return this.#call("extend", [lease, visibility]) as Promise<Lease<E>>;
+  }
+
+  async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
+    const got = await this.#call("settle", [settlements]);
+    return got.map((o) => {
+      if (!("failed" in o)) return o;
+      const { failed, ...outcome } = o;
+      return { ...outcome, error: errorFrom(failed) };
+    });
   }
 
   stats(): Promise<QueueStats> {
@@ -250,7 +268,11 @@ export class WriterQueue {
       let answer: WaitAnswer;
       try {
         const res = await this.#writer.fetch(
-          new Request(`http://queue-writer${WAIT_PATH}`, { method: "POST", body: JSON.stringify(body) }),
+          new Request(`http://queue-writer${WAIT_PATH}`, {
+            method: "POST",
+            body: JSON.stringify(body),
+            ...(this.#hangup ? { signal: this.#hangup } : {}),
+          }),
         );
         if (!res.ok) throw new QueueError("UNAVAILABLE", `the queue's writer answered HTTP ${res.status}`);
         answer = (await res.json()) as WaitAnswer;

@@ -1,5 +1,5 @@
 /**
- * Claims: leases, with acks riding along (./acks.ts) and long polls (`wait`). Safe to send again
+ * Claims: leases, with acks riding along (./acks.ts: PendingAcks) and long polls (`wait`). Safe to send again
  * after a lost answer: a lease nobody holds lapses after its visibility.
  */
 import type * as W from "../../contract/types.js";
@@ -7,7 +7,7 @@ import { leaseFromWire } from "../../contract/wire.js";
 import { pollUntil, sleepOrThrow } from "../../core/backoff.js";
 import type { Lease } from "../../core/types.js";
 import { IDLE_POLL } from "../../rules.js";
-import type { AckRiders } from "../acks.js";
+import type { PendingAcks } from "../acks.js";
 import { checkOptions } from "../args.js";
 import { type Engine, json } from "../engine.js";
 import type { ServerFeatures } from "../features.js";
@@ -17,9 +17,9 @@ import type { ClaimOptions } from "../options.js";
 export class Claims {
   readonly #engine: Engine;
   readonly #features: ServerFeatures;
-  readonly #acks: AckRiders;
+  readonly #acks: PendingAcks;
 
-  constructor(engine: Engine, features: ServerFeatures, acks: AckRiders) {
+  constructor(engine: Engine, features: ServerFeatures, acks: PendingAcks) {
     this.#engine = engine;
     this.#features = features;
     this.#acks = acks;
@@ -47,11 +47,11 @@ export class Claims {
     if (wait !== 0 && !this.#features.waits) return this.#poll<E>(workerId, visibility, n, minPriority, options);
     // Acks issued in this tick ride along, unless this claim may be held open (they would wait with it).
     // Taken before any await: an ack issued in the caller's tick is waiting now.
-    const riders = wait === 0 ? this.#acks.take() : [];
+    const carried = wait === 0 ? this.#acks.take() : [];
     const body: W.ClaimRequest = { worker_id: workerId, visibility, max: n };
     if (minPriority !== undefined) body.min_priority = minPriority;
     if (wait !== 0) body.wait = wait;
-    if (riders.length > 0) body.ack = riders.map((r) => r.id);
+    if (carried.length > 0) body.ack = carried.map((r) => r.id);
     const path = "/v1/claims";
     try {
       const { answer, retried } = await this.#engine.send(
@@ -66,14 +66,14 @@ export class Claims {
         },
         options,
       );
-      if (riders.length > 0) this.#acks.settle(riders, answer, retried);
+      if (carried.length > 0) this.#acks.settle(carried, answer, retried);
       return answer.leases.map((l) => leaseFromWire<E>(l, workerId));
     } catch (e) {
-      // The riders go on their own: alone, each gets its own answer (read as a resend when the
+      // The carried acks go without a claim, each to its own answer (read as a resend when the
       // claim may have applied them).
-      this.#acks.sendAlone(riders, !(e instanceof QueueHttpError) || e.outcomeUnknown);
-      // Refused for what the riders or `wait` added: the claim itself was fine, so send it without them.
-      const sent = { acks: riders.length > 0, wait: body.wait !== undefined };
+      this.#acks.sendWithoutClaim(carried, !(e instanceof QueueHttpError) || e.outcomeUnknown);
+      // Refused for what the carried acks or `wait` added: the claim itself was fine, so send it without them.
+      const sent = { acks: carried.length > 0, wait: body.wait !== undefined };
       if (e instanceof QueueHttpError && this.#features.refusedFor(e, sent)) {
         return this.claimMany<E>(workerId, visibility, n, minPriority, options);
       }

@@ -3,9 +3,8 @@
  * follows what it takes, not what is in flight (src/core/schema.ts says what each index is for).
  */
 import type { InStatement, ResultSet, Row } from "@libsql/client";
-import { DEAD } from "../../rules.js";
+import { DEAD, leaseId } from "../../rules.js";
 import type { Lease } from "../types.js";
-import { leaseIdOf } from "./leases.js";
 import { NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
 
 export interface ClaimArgs {
@@ -163,7 +162,7 @@ ON CONFLICT (seq) DO NOTHING`,
 function toLease<E>(row: Row, token: string, workerId: string): Lease<E> {
   const seq = Number(row.seq);
   return {
-    id: leaseIdOf({ seq, token }),
+    id: leaseId.of(seq, token),
     seq,
     groupId: String(row.group_id),
     event: JSON.parse(String(row.event)) as E,

@@ -1,5 +1,5 @@
 /** Dead letters: a page of them, a redrive to the tail of its group, a delete. */
-import { QueueError } from "../errors.js";
+import { noDeadLetter } from "../errors.js";
 import type { DeadLetter } from "../types.js";
 import { type Plan, plan, rowsOf, stmt } from "./plan.js";
 
@@ -51,7 +51,7 @@ export function redrivePlan(seq: number): Plan<number> {
     ],
     (r) => {
       const row = rowsOf(r.inserted)[0];
-      if (!row) throw new QueueError("DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`, { field: "seq" });
+      if (!row) throw noDeadLetter(seq);
       return Number(row.seq);
     },
   );

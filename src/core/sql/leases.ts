@@ -3,7 +3,7 @@
  * still the caller's (fencing). A lease is `<seq>.<token>` outside, `tq_lease = '<token>|<worker>'`
  * inside.
  */
-import { LEASE_ID, PARKED } from "../../rules.js";
+import { PARKED } from "../../rules.js";
 import { QueueError } from "../errors.js";
 import type { NackResult } from "../types.js";
 import { flag, NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
@@ -11,14 +11,6 @@ import { flag, NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
 export interface LeaseRef {
   seq: number;
   token: string;
-}
-
-/** A lease's id: its message and its token (what parseLeaseId reads back). */
-export const leaseIdOf = (ref: LeaseRef): string => `${ref.seq}.${ref.token}`;
-
-export function parseLeaseId(id: unknown): LeaseRef | undefined {
-  const m = typeof id === "string" ? LEASE_ID.exec(id) : null;
-  return m ? { seq: Number(m[1]), token: m[2] as string } : undefined;
 }
 
 /**

@@ -9,26 +9,31 @@
  * tick as the claims that refill their slots, so that the library's group commit carries them in
  * one batch (and the HTTP client in the claims' requests). Every free slot is claimed at once, in
  * claims of at most MAX_CLAIM_BATCH sent in the same tick (one batch per database), and a queue
- * over shards is claimed shard by shard, so that no shard waits for another (./consume-lanes.ts).
+ * over shards is claimed shard by shard, so that no shard waits for another (./lanes.ts).
+ *
+ * It stops when `signal` aborts, when the queue is drained (`until: "drained"`) or at its deadline
+ * (`budgetMs`, `deadline`), and gives back every lease it holds: what it owes goes in one `settle`
+ * where the queue has it, a lease claimed while stopping is released, and a handler still running at
+ * the deadline has its lease released too. The summary accounts for every lease it received.
  */
-import { backoff } from "../core/backoff.js";
+import { backoff, MAX_TIMER_MS } from "../core/backoff.js";
 import { QueueError } from "../core/errors.js";
-import { contextOf, traced } from "../core/telemetry.js";
 import type { Lease } from "../core/types.js";
-import { DEFAULT_QUEUE, MAX_CLAIM_BATCH } from "../rules.js";
-import { allot, claimSizes, type Lane, lanesOf } from "./consume-lanes.js";
-import { call, type Job, LeaseCalls } from "./consume-leases.js";
+import { MAX_CLAIM_BATCH } from "../rules.js";
+import { Jobs } from "./jobs.js";
+import { allot, claimSizes, type Lane, lanesOf, type Settle } from "./lanes.js";
+import { call, LeaseCalls, leftLease } from "./leases.js";
 import {
   type ConsumeErrorContext,
   type ConsumeOptions,
   type ConsumerQueue,
   type ConsumeSummary,
   checkQueue,
-  DEFAULTS,
   type Handler,
+  type LeftLease,
   type Resolved,
   resolveOptions,
-} from "./consume-options.js";
+} from "./options.js";
 
 export type {
   ConsumeErrorContext,
@@ -38,12 +43,14 @@ export type {
   ConsumeSummary,
   Handler,
   HandlerContext,
-} from "./consume-options.js";
+  LeftLease,
+} from "./options.js";
 
 /**
- * Runs `handler` on the messages of `queue` until `options.signal` aborts; resolves (never rejects
- * for a handler's or the database's failure: those go to `onError`) once the loop has stopped.
- * Rejects only for invalid arguments, before anything is claimed.
+ * Runs `handler` on the messages of `queue` until `options.signal` aborts, the queue is drained
+ * (`until: "drained"`) or the deadline comes; resolves (never rejects for a handler's or the
+ * database's failure: those go to `onError`) once the loop has stopped. Rejects only for invalid
+ * arguments, before anything is claimed.
  */
 export async function consume<E = unknown>(
   queue: ConsumerQueue,
@@ -67,12 +74,24 @@ const soon: (f: () => void) => void = (() => {
 class Loop<E> {
   readonly done: Promise<ConsumeSummary>;
   readonly #queue: ConsumerQueue;
-  readonly #handler: Handler<E>;
   readonly #o: Resolved;
-  readonly #summary: ConsumeSummary = { acked: 0, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 };
+  readonly #summary: ConsumeSummary = {
+    stopped: "signal",
+    claimed: 0,
+    handled: 0,
+    acked: 0,
+    nacked: 0,
+    deadLettered: 0,
+    released: 0,
+    lost: 0,
+    abandoned: 0,
+    settleFailed: 0,
+    leftLeased: [],
+    claimsUnanswered: 0,
+  };
   #resolve!: (s: ConsumeSummary) => void;
 
-  readonly #jobs = new Set<Job<E>>();
+  readonly #jobs: Jobs<E>;
   readonly #lanes: Lane[];
   /** Which lane gets the odd free slot first (with fewer free slots than lanes ready). */
   #turn = 0;
@@ -83,11 +102,14 @@ class Loop<E> {
   #scheduled = false;
   #stopping = false;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  /** With a deadline: when claims stop, when running handlers are cut short, when it resolves. */
+  readonly #deadlineTimers: ReturnType<typeof setTimeout>[] = [];
+  /** Drained (`until: "drained"`): since when every lane has found nothing, with nothing running. */
+  #quietSince: number | undefined;
   #finished = false;
 
   constructor(queue: ConsumerQueue, handler: Handler<E>, o: Resolved) {
     this.#queue = queue;
-    this.#handler = handler;
     this.#o = o;
     this.#lanes = lanesOf(queue);
     this.#calls = new LeaseCalls(
@@ -97,18 +119,36 @@ class Loop<E> {
       (e, c) => this.#report(e, c),
       () => this.#maybeFinish(),
     );
+    this.#jobs = new Jobs(
+      queue,
+      handler,
+      o,
+      this.#calls,
+      this.#summary,
+      (e, c) => this.#report(e, c),
+      (lane) => this.#wake(lane),
+    );
     this.done = new Promise((resolve) => {
       this.#resolve = resolve;
     });
     if (o.signal?.aborted) {
-      this.#stop();
+      this.#stop("signal");
       return;
     }
     o.signal?.addEventListener("abort", this.#onAbort, { once: true });
+    if (o.budget !== undefined) {
+      const { deadline, reserveMs } = o.budget;
+      const at = (t: number, f: () => void) =>
+        this.#deadlineTimers.push(setTimeout(f, Math.min(MAX_TIMER_MS, Math.max(0, t - Date.now()))));
+      at(deadline - reserveMs - o.graceMs, () => this.#stop("deadline"));
+      at(deadline - reserveMs, () => this.#abandon());
+      at(deadline, () => this.#finish());
+      if (deadline - reserveMs - o.graceMs <= Date.now()) return;
+    }
     this.#pump();
   }
 
-  readonly #onAbort = () => this.#stop();
+  readonly #onAbort = () => this.#stop("signal");
 
   #schedule(): void {
     if (this.#scheduled) return;
@@ -123,15 +163,16 @@ class Loop<E> {
   #pump(): void {
     if (this.#finished) return;
     if (this.#stopping || this.#poll) {
-      for (const lane of this.#lanes) this.#flushSettles(lane);
+      this.#calls.settle(this.#takeSettles(this.#lanes), false);
       this.#maybeFinish();
       return;
     }
     const claiming = allot(this.#lanes, this.#o.concurrency, this.#turn);
     if (claiming.length > 0) this.#turn++;
     // A lane's settles ride with its next claims: they leave now, in the same tick as the claims it
-    // sends now (one batch, one round trip), or alone when it has none out either.
-    for (const lane of this.#lanes) if (lane.pending === 0 || claiming.includes(lane)) this.#flushSettles(lane);
+    // sends now (one batch, one round trip), or without claims when it has none out either.
+    this.#calls.settle(this.#takeSettles(claiming), true);
+    this.#calls.settle(this.#takeSettles(this.#lanes.filter((l) => l.pending === 0)), false);
     for (const lane of claiming) this.#round(lane, lane.free);
   }
 
@@ -153,7 +194,7 @@ class Loop<E> {
       lane.pending--;
       // Once the handlers this answer started that finish at once have: their acks ride along.
       this.#schedule();
-      if (--out === 0) this.#roundOver(lane, n, got, errors);
+      if (--out === 0) this.#roundOver(lane, n, got, errors, sentAt);
     };
     for (const k of sizes) {
       call(() =>
@@ -175,44 +216,91 @@ class Loop<E> {
     }
   }
 
-  #roundOver(lane: Lane, asked: number, got: number, errors: unknown[]): void {
+  #roundOver(lane: Lane, asked: number, got: number, errors: unknown[], sentAt: number): void {
     if (!this.#stopping) {
       for (const e of errors) this.#report(e, { phase: "claim" });
       if (errors.some((e) => e instanceof QueueError && e.code === "CLOSED")) {
         // A closed queue stays closed: nothing left to claim from.
-        this.#stop();
+        this.#stop("closed");
       } else if (errors.length > 0) {
         lane.emptyClaims++;
         this.#idle(lane, true, true);
       } else if (got < asked) {
         lane.emptyClaims = got === 0 ? lane.emptyClaims + 1 : 0;
+        if (got === 0) lane.emptySentAt = sentAt;
+        if (got === 0 && this.#drained()) return;
         this.#idle(lane, got === 0);
       } else {
         lane.emptyClaims = 0;
-        lane.starved = false;
+        lane.paused = false;
         lane.rest();
       }
     }
   }
 
-  /** Leases a claim brought: run, or given back when stopping. */
+  /** Leases a claim brought: run, or given back (together) when stopping. */
   #take(leases: Lease<E>[], sentAt: number, laneOf: (l: Lease<E>) => Lane): void {
-    for (const l of leases) {
-      if (this.#stopping) this.#calls.release(l);
-      else this.#start(l, laneOf(l), sentAt);
+    this.#summary.claimed += leases.length;
+    if (leases.length > 0 && this.#quietSince !== undefined) {
+      // Not drained after all: the lanes that were waiting for the others to look again claim again.
+      this.#quietSince = undefined;
+      for (const l of this.#lanes) if (l.timer === undefined) l.paused = false;
     }
+    if (this.#stopping) {
+      this.#calls.release(leases);
+      return;
+    }
+    for (const l of leases) {
+      const lane = laneOf(l);
+      lane.emptySentAt = undefined;
+      this.#jobs.start(l, lane, sentAt);
+    }
+  }
+
+  /**
+   * `until: "drained"`: true (and stopping) once every lane has found nothing in a claim sent at
+   * least `idleGraceMs` after the last lane first found nothing, with nothing running or owed
+   * meanwhile. Until then, the lanes that must look again do so when the grace is over, and the
+   * others wait for them: an idle run costs each lane two claims (one with no grace).
+   */
+  #drained(): boolean {
+    if (this.#o.until !== "drained" || this.#jobs.running > 0) return false;
+    const lanes = this.#lanes;
+    if (lanes.some((l) => l.pending > 0 || l.emptySentAt === undefined || l.settles.length > 0)) return false;
+    this.#quietSince ??= Math.max(...lanes.map((l) => l.emptySentAt as number));
+    const until = this.#quietSince + this.#o.idleGraceMs;
+    if (lanes.every((l) => (l.emptySentAt as number) >= until)) {
+      this.#stop("drained");
+      return true;
+    }
+    for (const lane of lanes) {
+      lane.rest();
+      lane.paused = true;
+      lane.empty = true;
+      if ((lane.emptySentAt as number) >= until) continue;
+      lane.timer = setTimeout(
+        () => {
+          lane.timer = undefined;
+          lane.paused = false;
+          this.#pump();
+        },
+        Math.max(0, until - Date.now()),
+      );
+    }
+    return true;
   }
 
   /** Pauses `lane`'s claims until a handler of its finishes or the idle delay passes (or long-polls, where the queue can). */
   #idle(lane: Lane, empty: boolean, failed = false): void {
-    lane.starved = true;
+    lane.paused = true;
     lane.empty = empty && !failed;
     lane.rest();
     if (this.#poll) return; // the poll's answer decides
     const maxWait = this.#queue.maxClaimWait;
     if (
       lane.empty &&
-      this.#jobs.size === 0 &&
+      this.#o.until !== "drained" &&
+      this.#jobs.running === 0 &&
       typeof maxWait === "number" &&
       maxWait > 0 &&
       this.#lanes.every((l) => l.pending === 0 && l.empty)
@@ -225,7 +313,7 @@ class Loop<E> {
     const delay = backoff(empty ? lane.emptyClaims : 1, this.#o.idle);
     lane.timer = setTimeout(() => {
       lane.timer = undefined;
-      lane.starved = false;
+      lane.paused = false;
       this.#pump();
     }, delay);
   }
@@ -249,7 +337,7 @@ class Loop<E> {
             if (list.length < n) {
               this.#idle(lane, list.length === 0);
             } else {
-              lane.starved = false;
+              lane.paused = false;
               lane.empty = false;
             }
           }
@@ -261,7 +349,7 @@ class Loop<E> {
         // A long poll we cut short ourselves, on stopping, is no error.
         if (!ctl.signal.aborted) this.#report(e, { phase: "claim" });
         if (e instanceof QueueError && e.code === "CLOSED") {
-          this.#stop();
+          this.#stop("closed");
         } else if (!this.#stopping) {
           for (const lane of this.#lanes) {
             lane.emptyClaims++;
@@ -288,62 +376,20 @@ class Loop<E> {
   /** A handler of `lane` finished: its ack may have freed its group's next message, so claim again now. */
   #wake(lane: Lane): void {
     lane.rest();
-    lane.starved = false;
+    lane.paused = false;
     lane.empty = false;
     this.#schedule();
   }
 
-  #start(lease: Lease<E>, lane: Lane, claimSentAt: number): void {
-    const job: Job<E> = { lease, lane, ctl: new AbortController(), heartbeat: undefined, fenced: false, over: false };
-    this.#jobs.add(job);
-    lane.jobs++;
-    this.#calls.beatAfter(job, claimSentAt + (this.#o.visibility * 1000) / 2 - Date.now());
-    // A `process` span per message, a child of the span it was published in (when it was traced).
-    traced(
-      "process",
-      {
-        name: "consume",
-        destination: this.#queue.name ?? DEFAULT_QUEUE,
-        parent: contextOf(lease.traceparent),
-        attributes: { "messaging.message.id": String(lease.seq), "messaging.message.delivery_count": lease.attempts },
-      },
-      async () => this.#handler(lease.event, lease, { signal: job.ctl.signal }),
-    ).then(
-      () => this.#finish(job, undefined, false),
-      (e) => this.#finish(job, e, true),
-    );
-  }
-
-  #finish(job: Job<E>, error: unknown, failed: boolean): void {
-    if (job.over) return; // abandoned at the end of the grace period: its lease lapses
-    job.over = true;
-    clearTimeout(job.heartbeat);
-    this.#jobs.delete(job);
-    job.lane.jobs--;
-    job.lane.free++;
-    if (failed) this.#report(error, { phase: "handler", lease: job.lease });
-    if (job.fenced) {
-      this.#summary.lost++;
-    } else if (failed) {
-      let delay: number;
-      try {
-        delay = this.#o.retryDelay(job.lease.attempts, error);
-      } catch (e) {
-        this.#report(e, { phase: "nack", lease: job.lease });
-        delay = DEFAULTS.backoff.initial;
-      }
-      job.lane.settles.push({ kind: "nack", lease: job.lease, delay });
-    } else {
-      job.lane.settles.push({ kind: "ack", lease: job.lease });
+  /** The settles owed on `lanes`, taken off them. */
+  #takeSettles(lanes: Lane[]): Settle[] {
+    const out: Settle[] = [];
+    for (const lane of lanes) {
+      if (lane.settles.length === 0) continue;
+      out.push(...lane.settles);
+      lane.settles = [];
     }
-    this.#wake(job.lane);
-  }
-
-  #flushSettles(lane: Lane): void {
-    if (lane.settles.length === 0) return;
-    const settles = lane.settles;
-    lane.settles = [];
-    this.#calls.settle(settles);
+    return out;
   }
 
   #report(error: unknown, context: ConsumeErrorContext): void {
@@ -357,34 +403,58 @@ class Loop<E> {
   // ---------------------------------------------------------------------------------------------
   // stopping
 
-  #stop(): void {
+  #stop(why: ConsumeSummary["stopped"]): void {
     if (this.#stopping) return;
     this.#stopping = true;
+    this.#summary.stopped = why;
     for (const lane of this.#lanes) lane.rest();
     this.#poll?.abort(new QueueError("CLOSED", "consume() is stopping"));
-    if (this.#jobs.size > 0) this.#graceTimer = setTimeout(() => this.#abandon(), this.#o.graceMs);
+    if (this.#jobs.running > 0) {
+      // With a deadline, the deadline's own timer cuts the grace short.
+      this.#graceTimer = setTimeout(() => this.#abandon(), Math.min(MAX_TIMER_MS, this.#o.graceMs));
+    }
     this.#schedule();
   }
 
+  /** The end of the grace period (or the deadline's last reserve): the handlers still running are abandoned. */
   #abandon(): void {
-    for (const job of this.#jobs) {
-      job.over = true;
-      clearTimeout(job.heartbeat);
-      job.ctl.abort(new QueueError("CLOSED", "consume() stopped: the grace period ended before this handler did"));
-      job.lane.jobs--;
-      this.#summary.abandoned++;
-    }
-    this.#jobs.clear();
+    if (this.#finished) return;
+    if (!this.#stopping) this.#stop("deadline");
+    const atDeadline = this.#o.budget !== undefined;
+    const leases = this.#jobs.abandon(atDeadline);
+    this.#calls.settle(this.#takeSettles(this.#lanes), false);
+    if (leases.length > 0) this.#calls.release(leases);
     this.#pump();
   }
 
   #maybeFinish(): void {
     if (!this.#stopping || this.#finished) return;
-    if (this.#poll || this.#jobs.size > 0 || this.#calls.ops.size > 0) return;
+    if (this.#poll || this.#jobs.running > 0 || this.#calls.ops.size > 0) return;
     if (this.#lanes.some((l) => l.pending > 0 || l.settles.length > 0)) return;
+    this.#finish();
+  }
+
+  /** Resolves with the summary: at once at the deadline, with what is still out counted as such. */
+  #finish(): void {
+    if (this.#finished) return;
+    if (!this.#stopping) this.#stop("deadline");
     this.#finished = true;
+    // Running past every timer (a late one): still ours, left to lapse.
+    if (this.#jobs.running > 0) this.#jobs.abandon(false);
     clearTimeout(this.#graceTimer);
+    for (const t of this.#deadlineTimers) clearTimeout(t);
+    for (const lane of this.#lanes) lane.rest();
     this.#o.signal?.removeEventListener("abort", this.#onAbort);
-    this.#resolve({ ...this.#summary });
+    const s = this.#summary;
+    const left: LeftLease[] = [...s.leftLeased, ...this.#calls.unanswered()];
+    // Owed and never sent (a deadline that came first): still ours.
+    for (const st of this.#takeSettles(this.#lanes)) left.push(leftLease(st.lease, "unanswered"));
+    const unanswered = left.length - s.leftLeased.length;
+    this.#resolve({
+      ...s,
+      settleFailed: s.settleFailed + unanswered,
+      leftLeased: left,
+      claimsUnanswered: this.#lanes.reduce((n, l) => n + l.pending, 0) + (this.#poll ? 1 : 0),
+    });
   }
 }

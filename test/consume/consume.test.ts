@@ -9,6 +9,7 @@ import { clientOf } from "../../src/core/internals.js";
 import {
   type ConsumeErrorContext,
   type ConsumerQueue,
+  type ConsumeSummary,
   consume,
   type Lease,
   LibsqlTransport,
@@ -36,6 +37,22 @@ async function fresh(options: TransportOptions = {}): Promise<LibsqlTransport> {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The summary of a consumer stopped by its signal that did nothing. */
+const NOTHING: ConsumeSummary = {
+  stopped: "signal",
+  claimed: 0,
+  handled: 0,
+  acked: 0,
+  nacked: 0,
+  deadLettered: 0,
+  released: 0,
+  lost: 0,
+  abandoned: 0,
+  settleFailed: 0,
+  leftLeased: [],
+  claimsUnanswered: 0,
+};
 
 /** Every error a consumer reported, by phase. */
 function errorLog() {
@@ -90,7 +107,7 @@ describe("consume() over sqld", () => {
     expect(overlaps, "two handlers of one group at once").toEqual([]);
     expect(peak).toBeLessThanOrEqual(16);
     expect(peak, "the loop ran handlers concurrently").toBeGreaterThan(1);
-    expect(summary).toEqual({ acked: 1000, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 });
+    expect(summary).toEqual({ ...NOTHING, claimed: 1000, handled: 1000, acked: 1000 });
     const seqs = handled.map((h) => h.seq);
     expect(new Set(seqs).size, "a message handled twice").toBe(1000);
     expect(
@@ -253,6 +270,39 @@ describe("consume() over sqld", () => {
     expect((await t.stats()).groups).toBe(0);
   });
 
+  it("a heartbeat past the longest timer (24.8 days: a visibility over 49.7; up to 366 are allowed) is not sent at once", async () => {
+    const t = await fresh();
+    await t.publishMany([
+      { groupId: "months", event: {} },
+      { groupId: "year", event: {} },
+    ]);
+    for (const visibility of [60 * 86_400, 366 * 86_400]) {
+      const ctl = new AbortController();
+      let extends_ = 0;
+      const counted: ConsumerQueue = {
+        claimMany: (w, v, k, p) => t.claimMany(w, v, k, p),
+        ack: (l) => t.ack(l),
+        nack: (l, d) => t.nack(l, d),
+        release: (l) => t.release(l),
+        extend: (l, v) => {
+          extends_++;
+          return t.extend(l, v);
+        },
+      };
+      const summary = await consume(
+        counted,
+        async () => {
+          await sleep(300);
+          ctl.abort();
+        },
+        { workerId: "long", visibility, signal: ctl.signal },
+      );
+      expect(summary.acked, `visibility ${visibility}`).toBe(1);
+      // A heartbeat is due at half the visibility: not within this handler's 300 ms.
+      expect(extends_, `extends with visibility ${visibility}`).toBe(0);
+    }
+  });
+
   it("stops extending a fenced lease, aborts its handler's signal and neither acks nor nacks it", async () => {
     const t = await fresh();
     await t.publish("g", { n: 1 });
@@ -340,7 +390,8 @@ describe("consume() over sqld", () => {
       { workerId: "stuck", visibility: 1, graceMs: 200, signal: ctl.signal },
     );
     expect(started).toBe(true);
-    expect(summary).toMatchObject({ acked: 0, nacked: 0, abandoned: 1 });
+    expect(summary).toMatchObject({ acked: 0, nacked: 0, abandoned: 1, claimed: 1, handled: 0 });
+    expect(summary.leftLeased.map((l) => [l.seq, l.reason])).toEqual([[1, "abandoned"]]);
     expect(handlerSignal?.aborted).toBe(true);
     // Not released: still leased by the stuck handler, until the lease lapses (no more heartbeats).
     expect((await t.stats()).inFlight).toBe(1);
@@ -357,7 +408,7 @@ describe("consume() over sqld", () => {
     let handled = 0;
     const summary = await consume(t, () => void handled++, { workerId: "never", signal: ctl.signal });
     expect(handled).toBe(0);
-    expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 0, lost: 0, abandoned: 0 });
+    expect(summary).toEqual(NOTHING);
 
     // A claim answered after the abort: its leases go back at once (released, not nacked), no handler runs.
     const ctl2 = new AbortController();
@@ -419,7 +470,11 @@ describe("consume() over sqld", () => {
     });
     expect(handled).toBe(0);
     expect(errors.log).toEqual([]);
-    expect(summary).toEqual({ acked: 0, nacked: 0, deadLettered: 0, released: 1, lost: 0, abandoned: 0 });
+    expect(summary).toEqual({
+      ...NOTHING,
+      claimed: 1,
+      released: 1,
+    });
     // A nack would have made this the third attempt.
     expect(await t.claim("next", 30)).toMatchObject({ seq, attempts: 2 });
   });

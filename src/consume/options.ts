@@ -4,7 +4,7 @@
  */
 import type { Backoff } from "../core/backoff.js";
 import { invalid } from "../core/errors.js";
-import type { Lease } from "../core/types.js";
+import type { Lease, Settlement, SettleOutcome } from "../core/types.js";
 import {
   checkDelay,
   checkInteger,
@@ -34,6 +34,11 @@ export interface ConsumerQueue {
   nack(lease: Lease<unknown>, delay?: number): Promise<unknown>;
   /** Gives back a lease no handler will run, without spending the message's attempt. */
   release(lease: Lease<unknown>): Promise<unknown>;
+  /**
+   * Acks, nacks and releases many leases in one call, each with its own outcome (LibsqlTransport,
+   * ShardedQueue and the HTTP client have it). Without it, consume() settles lease by lease.
+   */
+  settle?(settlements: Settlement[]): Promise<SettleOutcome[]>;
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
   /**
    * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
@@ -61,7 +66,8 @@ export interface ConsumerQueue {
 export interface HandlerContext {
   /**
    * Aborted when this lease is lost (a heartbeat found it fenced off: another worker may have the
-   * message now) or when the consumer's grace period ran out. A handler that can stop early should.
+   * message now), when the consumer's grace period ran out, or at its deadline. A handler that can
+   * stop early should.
    */
   signal: AbortSignal;
 }
@@ -88,9 +94,25 @@ export interface ConsumeOptions {
   /** Aborting it stops the loop gracefully (see `graceMs`); consume() then resolves. */
   signal?: AbortSignal;
   /**
+   * `"stopped"` (default): run until `signal` aborts (or the deadline). `"drained"`: also stop once
+   * the queue has had nothing for this consumer for `idleGraceMs` (nothing running, every claim
+   * empty), for a run that should end when its work is done (a Cron Trigger, a request).
+   */
+  until?: "stopped" | "drained";
+  /** With `until: "drained"`: how long the queue must have had nothing before it stops (ms, default 200). */
+  idleGraceMs?: number;
+  /**
+   * The run's budget, in ms from the call (or `deadline`, epoch ms): consume() resolves by then,
+   * having given back every lease it holds. The budget also sizes `graceMs`, what is kept to give
+   * leases back, and the retry delay (docs/library.md, "Consuming at the edge").
+   */
+  budgetMs?: number;
+  deadline?: number | Date;
+  /**
    * Delay (seconds) before a message whose handler threw is delivered again: `initial * factor^(attempts-1)`,
    * at most `max` (defaults 1, 2, 300), or a function of the delivery's attempt count and the error.
-   * The queue's `maxAttempts` decides when a message goes to the dead letters instead.
+   * The queue's `maxAttempts` decides when a message goes to the dead letters instead. With a
+   * deadline, the delay is at least what is left of the run: a retry is the next run's.
    */
   backoff?: { initial?: number; factor?: number; max?: number } | ((attempts: number, error: unknown) => number);
   /**
@@ -100,30 +122,61 @@ export interface ConsumeOptions {
    */
   idleBackoff?: { minMs?: number; maxMs?: number };
   /**
-   * After `signal` aborts, how long running handlers get to finish (ms, default 30 000). Past it
-   * consume() resolves; the leases of handlers still running are neither acked nor released: their
-   * heartbeats stop and they lapse after at most `visibility` seconds, so the message is never handed
-   * to another worker while a handler of ours may still be working on it.
+   * After `signal` aborts, how long running handlers get to finish (ms; default 30 000, or a tenth
+   * of the budget). Past it, a handler still running is abandoned: its signal aborts and its
+   * heartbeats stop. Without a deadline its lease is left to lapse (after at most `visibility`
+   * seconds), so the message is never handed to another worker while the handler may still be
+   * working on it; at a deadline its lease is released (the run is ending anyway).
    */
   graceMs?: number;
   /** Every error the loop meets (a handler's throw included). The loop carries on. Default: console.error. */
   onError?: (error: unknown, context: ConsumeErrorContext) => void;
 }
 
+/** A lease consume() still held when it resolved: nobody settled it, so it lapses after its visibility. */
+export interface LeftLease {
+  leaseId: string;
+  seq: number;
+  groupId: string;
+  /** When it lapses, as last known (epoch seconds, the database's clock). */
+  expiresAt: number;
+  /**
+   * `"ack-failed"`, `"nack-failed"`, `"release-failed"`: the queue did not confirm it (the error went
+   * to `onError`); `"unanswered"`: its ack, nack or release was still out at the deadline;
+   * `"abandoned"`: its handler was still running when the grace period ended, with no deadline.
+   */
+  reason: "ack-failed" | "nack-failed" | "release-failed" | "unanswered" | "abandoned";
+}
+
 /** What a stopped consumer did. */
 export interface ConsumeSummary {
-  /** Messages handled and acked. */
+  /** Why it stopped: `signal` aborted, the queue was drained (`until: "drained"`), the deadline came, or the queue was closed. */
+  stopped: "signal" | "drained" | "deadline" | "closed";
+  /** Leases it received. */
+  claimed: number;
+  /** Handlers that ran to their end (returned or threw). */
+  handled: number;
+  /** Handlers that returned, whose ack the queue confirmed. */
   acked: number;
-  /** Handlers that threw, their leases nacked for a later retry (or the dead letters). */
+  /** Handlers that threw (their lease nacked for a later retry, unless the nack failed: see `leftLeased`). */
   nacked: number;
   /** Of those, messages that had used their last attempt and went to the dead letters. */
   deadLettered: number;
-  /** Leases claimed while stopping, given back at once (released: no attempt spent) without running a handler. */
+  /**
+   * Leases given back without spending an attempt, as the queue confirmed: claimed while stopping
+   * (no handler ran), or whose handler was still running at the deadline.
+   */
   released: number;
-  /** Leases fenced off while their handler ran (found by a heartbeat): neither acked nor nacked. */
+  /** Leases fenced off (found by a heartbeat, an ack, a nack or a release): another worker may hold the message now. */
   lost: number;
-  /** Handlers still running when the grace period ended: their leases were left to lapse. */
+  /** Handlers still running when it resolved (the grace period or the deadline came first); their signals were aborted. */
   abandoned: number;
+  /** Acks, nacks and releases the queue did not confirm (failed, or unanswered at the deadline): each lease is in `leftLeased`. */
+  settleFailed: number;
+  /** Leases it still held when it resolved, each with why. */
+  leftLeased: LeftLease[];
+  /** Claims still unanswered at the deadline: a lease one took lapses after its visibility. */
+  claimsUnanswered: number;
 }
 
 export const DEFAULTS = {
@@ -132,7 +185,25 @@ export const DEFAULTS = {
   minPriority: 0,
   backoff: { initial: 1, factor: 2, max: 300 },
   graceMs: 30_000,
+  idleGraceMs: 200,
 };
+
+/**
+ * A run with a deadline: claims stop at `deadline - reserve - grace`; running handlers get `grace`
+ * to finish; at `deadline - reserve` the handlers still running are abandoned and their leases
+ * released; consume() resolves by `deadline`, reporting what was still unanswered.
+ * `reserve` (to give leases back) is a tenth of the budget, from 100 ms to 5 s; `grace` defaults to
+ * a tenth of the budget too, and may not leave less than `reserve` before the deadline.
+ */
+export interface Budget {
+  /** Epoch ms. */
+  deadline: number;
+  reserveMs: number;
+}
+
+export function budgetOf(deadline: number, budgetMs: number): Budget {
+  return { deadline, reserveMs: Math.min(5_000, Math.max(100, budgetMs / 10)) };
+}
 const MAX_CONCURRENCY = 1000;
 const MAX_MS = 3_600_000;
 
@@ -145,6 +216,10 @@ export interface Resolved {
   /** Pauses after claims that came back short (ms). */
   idle: Backoff;
   graceMs: number;
+  until: "stopped" | "drained";
+  idleGraceMs: number;
+  /** With `budgetMs` or `deadline`. */
+  budget: Budget | undefined;
   signal: AbortSignal | undefined;
   onError: (error: unknown, context: ConsumeErrorContext) => void;
 }
@@ -190,6 +265,37 @@ export function resolveOptions(o: ConsumeOptions): Resolved {
     throw invalid("options.idleBackoff.maxMs", `must be >= options.idleBackoff.minMs (${idleMinMs})`);
   }
 
+  if (o.until !== undefined && o.until !== "stopped" && o.until !== "drained") {
+    throw invalid("options.until", `must be "stopped" or "drained", got ${describe(o.until)}`);
+  }
+  if (o.budgetMs !== undefined && o.deadline !== undefined) {
+    throw invalid("options.deadline", "give either budgetMs or deadline, not both");
+  }
+  const now = Date.now();
+  let deadline: number | undefined;
+  if (o.budgetMs !== undefined) deadline = now + int("budgetMs", o.budgetMs, 0, 1, 24 * MAX_MS);
+  if (o.deadline !== undefined) {
+    const d = o.deadline instanceof Date ? o.deadline.getTime() : o.deadline;
+    if (typeof d !== "number" || !Number.isFinite(d) || d > now + 24 * MAX_MS) {
+      throw invalid("options.deadline", `must be a Date or epoch ms within 24 hours, got ${describe(o.deadline)}`);
+    }
+    deadline = d;
+  }
+  const budget = deadline === undefined ? undefined : budgetOf(deadline, Math.max(0, deadline - now));
+  let graceMs: number;
+  if (budget === undefined) {
+    graceMs = int("graceMs", o.graceMs, DEFAULTS.graceMs, 0, 24 * MAX_MS);
+  } else {
+    const room = Math.max(0, budget.deadline - now - budget.reserveMs);
+    graceMs = int("graceMs", o.graceMs, Math.max(0, Math.floor((budget.deadline - now) / 10)), 0, 24 * MAX_MS);
+    if (o.graceMs !== undefined && graceMs > room) {
+      throw invalid(
+        "options.graceMs",
+        `must leave ${budget.reserveMs} ms of the budget to give leases back: at most ${Math.floor(room)}, got ${graceMs}`,
+      );
+    }
+  }
+
   const signal = o.signal;
   if (signal !== undefined && !isAbortSignal(signal)) {
     throw invalid("options.signal", `must be an AbortSignal, got ${describe(signal)}`);
@@ -207,7 +313,10 @@ export function resolveOptions(o: ConsumeOptions): Resolved {
     retryDelay,
     // Jittered ("half"), so that idle consumers do not poll in step.
     idle: { initial: idleMinMs, max: idleMaxMs, jitter: "half" },
-    graceMs: int("graceMs", o.graceMs, DEFAULTS.graceMs, 0, 24 * MAX_MS),
+    graceMs,
+    until: o.until ?? "stopped",
+    idleGraceMs: int("idleGraceMs", o.idleGraceMs, DEFAULTS.idleGraceMs, 0, MAX_MS),
+    budget,
     signal,
     onError: o.onError ?? defaultOnError,
   };

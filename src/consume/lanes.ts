@@ -11,9 +11,13 @@
  */
 import type { Lease } from "../core/types.js";
 import { MAX_CLAIM_BATCH } from "../rules.js";
-import type { ConsumerQueue } from "./consume-options.js";
+import type { ConsumerQueue } from "./options.js";
 
-export type Settle = { kind: "ack"; lease: Lease<unknown> } | { kind: "nack"; lease: Lease<unknown>; delay: number };
+/** An ack, nack or release consume() owes the queue for one lease. */
+export type Settle =
+  | { kind: "ack"; lease: Lease<unknown> }
+  | { kind: "nack"; lease: Lease<unknown>; delay: number }
+  | { kind: "release"; lease: Lease<unknown> };
 
 /** The fewest free slots a lane with claims out claims for. */
 export const MIN_EXTRA_CLAIM = MAX_CLAIM_BATCH / 2;
@@ -27,10 +31,12 @@ export class Lane {
   jobs = 0;
   free = 0;
   /** Its last round came back short: wait for a handler of this lane to finish, or for the idle timer. */
-  starved = false;
+  paused = false;
   /** Its last round found nothing, and did not fail (an idle consumer long-polls once every lane did). */
   empty = false;
   emptyClaims = 0;
+  /** When its last round that found nothing was sent (undefined once one finds something): how long it has been drained. */
+  emptySentAt: number | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   /** Acks and nacks of this lane's leases, waiting to ride with its next claims. */
   settles: Settle[] = [];
@@ -61,16 +67,16 @@ export function lanesOf(queue: ConsumerQueue): Lane[] {
 /**
  * Shares out the free slots, and answers the lanes that claim now (with their `free` slots), first
  * from `turn` on. A lane keeps the slots its own handlers freed, so that their acks ride with its
- * next claims and a slow lane keeps its share while its claims are out; a paused (starved) lane
+ * next claims and a slow lane keeps its share while its claims are out; a paused lane
  * gives its free slots back. A lane with no claims out below its fair share (`concurrency` over the
  * lanes not paused) is served first, from the slots nobody holds and from the free slots of the
  * lanes above theirs; the rest goes to the lanes with no claims out (to every lane if none).
  */
 export function allot(lanes: Lane[], concurrency: number, turn: number): Lane[] {
   const held = (l: Lane) => l.jobs + l.reserved + l.free;
-  for (const l of lanes) if (l.starved) l.free = 0;
+  for (const l of lanes) if (l.paused) l.free = 0;
   const active = lanes
-    .filter((l) => !l.starved)
+    .filter((l) => !l.paused)
     .sort((a, b) => mod(a.index - turn, lanes.length) - mod(b.index - turn, lanes.length));
   if (active.length === 0) return [];
   const fair = concurrency / active.length;
