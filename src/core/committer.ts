@@ -204,7 +204,7 @@ export class Committer implements WriteEngine {
       }
       this.#queuedStatements -= statements;
       const served = this.#watchers.size > 0 ? this.#leaving(batch) : undefined;
-      if (batch.some((w) => w.last)) batch = [...batch.filter((w) => !w.last), ...batch.filter((w) => w.last)];
+      if (needsReorder(batch)) batch = [...batch.filter((w) => !w.last), ...batch.filter((w) => w.last)];
       this.#inFlight++;
       const sentAt = Date.now();
       void this.#run(batch, served).finally(() => {
@@ -213,7 +213,7 @@ export class Committer implements WriteEngine {
           if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
           else this.#pump();
         };
-        if (![...this.#watchers].some((w) => w.settling?.())) {
+        if (!this.#settling()) {
           next();
           return;
         }
@@ -225,6 +225,11 @@ export class Committer implements WriteEngine {
         }, 0);
       });
     }
+  }
+
+  #settling(): boolean {
+    for (const w of this.#watchers) if (w.settling?.()) return true;
+    return false;
   }
 
   /**
@@ -317,7 +322,7 @@ export class Committer implements WriteEngine {
         try {
           const answer = p.read(slice, w.maybeApplied);
           if (w.comesBack?.(answer)) back++;
-          const f = w.frees?.(answer);
+          const f = this.#watchers.size > 0 ? w.frees?.(answer) : undefined;
           if (f !== undefined) freed.push(f);
           w.resolve(answer);
         } catch (e) {
@@ -381,6 +386,16 @@ export class Committer implements WriteEngine {
       ),
     );
   }
+}
+
+/** Whether a write marked `last` comes before one that is not. */
+function needsReorder(batch: Pending<unknown>[]): boolean {
+  let seenLast = false;
+  for (const w of batch) {
+    if (w.last) seenLast = true;
+    else if (seenLast) return true;
+  }
+  return false;
 }
 
 const closedError = (outcomeUnknown = false) => new QueueError("CLOSED", "the transport is closed", { outcomeUnknown });

@@ -162,7 +162,10 @@ export class Scheduler<A extends Ask> {
         if ((grew || !served) && this.#claimer.active()) void this.kick("write");
       },
       // Answers to claims sent are taken in before the next batch leaves (who still waits).
-      settling: () => [...this.#out].some((c) => c.sent),
+      settling: () => {
+        for (const c of this.#out) if (c.sent) return true;
+        return false;
+      },
     });
   }
 
