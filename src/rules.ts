@@ -33,12 +33,17 @@ export const RESERVED_HOLDERS: Readonly<Record<string, string>> = {
 
 /** Most messages in one batch publish. */
 export const MAX_PUBLISH_BATCH = 1000;
-/** Most leases one claim asks for. */
-export const MAX_CLAIM_BATCH = 100;
+/**
+ * Most leases one claim asks for: consume()'s largest concurrency, so that a round of it is one
+ * claim, one request, per database. A claim is one statement whatever its size, and costs the rows
+ * its leases cost; what grows with it is the one transaction (the write lock held while its groups
+ * are walked) and the answer, which holds every leased event (ask for fewer when events are large).
+ */
+export const MAX_CLAIM_BATCH = 1000;
 /** Longest long poll of a claim, in seconds (SQS's is 20 too). */
 export const MAX_CLAIM_WAIT = 20;
-/** Most acks one claim carries. */
-export const MAX_CLAIM_ACKS = 100;
+/** Most acks one claim carries: a whole round's, as many as its leases. */
+export const MAX_CLAIM_ACKS = MAX_CLAIM_BATCH;
 /**
  * Most leases one settle acks, nacks and releases: as many as consume() holds at its largest
  * concurrency, so that a consumer gives back everything it holds in one request.

@@ -7,12 +7,27 @@
  *  - retries what is safe to retry (SQLITE_BUSY, a refused connection; a lost response only for
  *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
  *  - puts a timeout on every request,
- *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`).
+ *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`),
+ *  - puts claims (`last`) at the end of their batch, and lets its watchers (the Worker's writer)
+ *    add claims for consumers that wait to a batch that may free a message, so that what it
+ *    publishes or frees reaches them in its own round trip.
+ *
+ * A local file goes through the same loop (`InProcess`): its batch is a transaction run before the
+ * call returns, so there is no request to time out and no answer to lose; BUSY (another process
+ * holds the lock) is retried the same way.
  */
 import type { Client, InStatement, ResultSet } from "@libsql/client";
 import { backoff, RETRY_MS, sleepOrThrow, timeoutError } from "./backoff.js";
 import { Deadlines } from "./deadlines.js";
-import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
+import {
+  type BatchWatcher,
+  type Freed,
+  failedWrite,
+  type InProcess,
+  newStats,
+  type WriteEngine,
+  type WriteSpec,
+} from "./engine.js";
 import { isRetryable, QueueError, toQueueError } from "./errors.js";
 import type { Health } from "./health.js";
 import type { Send } from "./hrana.js";
@@ -53,6 +68,7 @@ interface Pending<T> extends WriteSpec<T> {
 
 export class Committer implements WriteEngine {
   readonly #send: Send;
+  readonly #inProcess: InProcess | undefined;
   readonly #opts: CommitterOptions;
   readonly #queue: Pending<unknown>[] = [];
   #inFlight = 0;
@@ -67,16 +83,23 @@ export class Committer implements WriteEngine {
   /** Batches to send without a hold (after holds that waited in vain), and the next such pause. */
   #skipHolds = 0;
   #nextPause = 1;
+  readonly #watchers = new Set<BatchWatcher>();
+  /** Turns of the event loop the next batch waits for watchers taking in their answers. */
+  #turns = 0;
   readonly stats = newStats();
 
-  /** `send` runs one atomic write batch (by default `client.batch(stmts, "write")`). */
-  constructor(client: Client, opts: CommitterOptions, send?: Send) {
-    this.#send = send ?? ((stmts) => client.batch(stmts, "write"));
+  /**
+   * `send` runs one atomic write batch as a request (by default `client.batch(stmts, "write")`), or
+   * is the database in this process.
+   */
+  constructor(client: Client, opts: CommitterOptions, send?: Send | InProcess) {
+    this.#inProcess = typeof send === "object" ? send : undefined;
+    this.#send = typeof send === "function" ? send : (stmts) => client.batch(stmts, "write");
     this.#opts = opts;
   }
 
   submit<T>(spec: WriteSpec<T>): Promise<T> {
-    if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
+    if (this.#closed) return Promise.reject(closedError());
     return new Promise<T>((resolve, reject) => {
       // The deadline is kept by the committer's watch, so that no caller waits past it, even while
       // a request that carries its write is still out (that write's outcome is then unknown).
@@ -114,12 +137,17 @@ export class Committer implements WriteEngine {
     });
   }
 
+  watch(watcher: BatchWatcher): () => void {
+    this.#watchers.add(watcher);
+    return () => this.#watchers.delete(watcher);
+  }
+
   close(): void {
     this.#closed = true;
     if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
     this.#hold = undefined;
     this.#queuedStatements = 0;
-    for (const p of this.#queue.splice(0)) p.reject(new QueueError("CLOSED", "the transport is closed"));
+    for (const p of this.#queue.splice(0)) p.reject(closedError());
   }
 
   /**
@@ -163,9 +191,9 @@ export class Committer implements WriteEngine {
   }
 
   #pump(): void {
-    if (this.#hold !== undefined) return;
+    if (this.#hold !== undefined || this.#turns > 0) return;
     while (this.#inFlight < this.#opts.maxInFlight && this.#queue.length > 0) {
-      const batch: Pending<unknown>[] = [];
+      let batch: Pending<unknown>[] = [];
       let statements = 0;
       while (this.#queue.length > 0) {
         const next = this.#queue[0] as Pending<unknown>;
@@ -175,27 +203,76 @@ export class Committer implements WriteEngine {
         this.#queue.shift();
       }
       this.#queuedStatements -= statements;
+      const served = this.#watchers.size > 0 ? this.#leaving(batch) : undefined;
+      if (needsReorder(batch)) batch = [...batch.filter((w) => !w.last), ...batch.filter((w) => w.last)];
       this.#inFlight++;
       const sentAt = Date.now();
-      void this.#run(batch).finally(() => {
+      void this.#run(batch, served).finally(() => {
         this.#inFlight--;
-        if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
-        else this.#pump();
+        const next = () => {
+          if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
+          else this.#pump();
+        };
+        if (!this.#settling()) {
+          next();
+          return;
+        }
+        // Their answers' continuations run before a timer fires.
+        this.#turns++;
+        setTimeout(() => {
+          this.#turns--;
+          next();
+        }, 0);
       });
     }
   }
 
-  async #run(writes: Pending<unknown>[]): Promise<void> {
+  #settling(): boolean {
+    for (const w of this.#watchers) if (w.settling?.()) return true;
+    return false;
+  }
+
+  /**
+   * Tells the watchers that `batch` is leaving; the writes they submit meanwhile join it (past
+   * `maxBatchStatements` if need be: a round of claims goes with the write it serves). Answers the
+   * watchers whose claims for everyone waiting are now in it.
+   */
+  #leaving(batch: Pending<unknown>[]): Set<BatchWatcher> {
+    const mayFree = batch.some((w) => w.frees !== undefined);
+    const queued = this.#queue.length;
+    const served = new Set<BatchWatcher>();
+    for (const watcher of this.#watchers) {
+      try {
+        if (watcher.leaving?.(mayFree)) served.add(watcher);
+      } catch (e) {
+        console.error("a batch watcher threw", e);
+      }
+    }
+    for (const rider of this.#queue.splice(queued)) {
+      batch.push(rider);
+      this.#queuedStatements -= rider.stmts.length;
+    }
+    return served;
+  }
+
+  async #run(writes: Pending<unknown>[], served?: Set<BatchWatcher>): Promise<void> {
     let attempt = 0;
     let live = writes;
     for (;;) {
       live = this.#dropExpired(live);
       if (live.length === 0) return;
+      if (this.#closed && attempt > 0) {
+        for (const w of live) w.reject(closedError(w.maybeApplied));
+        return;
+      }
       let results: ResultSet[];
       const plans = live.map(current);
       for (const w of live) w.sent = true;
       try {
-        results = await this.#request(plans.flatMap((p) => p.stmts));
+        results =
+          this.#inProcess === undefined
+            ? await this.#request(plans.flatMap((p) => p.stmts))
+            : this.#inProcess.writeNow(plans);
       } catch (e) {
         for (const w of live) w.sent = false;
         const err = toQueueError(e);
@@ -242,6 +319,7 @@ export class Committer implements WriteEngine {
       let offset = 0;
       const since = this.#arrivals;
       let back = 0;
+      const freed: Freed[] = [];
       live.forEach((w, i) => {
         const p = plans[i] as Plan<unknown>;
         const slice = results.slice(offset, offset + p.stmts.length);
@@ -249,13 +327,29 @@ export class Committer implements WriteEngine {
         try {
           const answer = p.read(slice, w.maybeApplied);
           if (w.comesBack?.(answer)) back++;
+          const f = this.#watchers.size > 0 ? w.frees?.(answer) : undefined;
+          if (f !== undefined) freed.push(f);
           w.resolve(answer);
         } catch (e) {
           w.reject(e);
         }
       });
       this.#awaited = { since, count: back };
+      if (freed.length > 0) this.#tellFreed(freed, served);
       return;
+    }
+  }
+
+  #tellFreed(freed: Freed[], served: Set<BatchWatcher> | undefined): void {
+    for (const watcher of this.#watchers) {
+      const rode = served?.has(watcher) === true;
+      for (const f of freed) {
+        try {
+          watcher.changed(f.change, f.seq, rode);
+        } catch (e) {
+          console.error("a batch watcher threw", e);
+        }
+      }
     }
   }
 
@@ -306,6 +400,18 @@ export class Committer implements WriteEngine {
     );
   }
 }
+
+/** Whether a write marked `last` comes before one that is not. */
+function needsReorder(batch: Pending<unknown>[]): boolean {
+  let seenLast = false;
+  for (const w of batch) {
+    if (w.last) seenLast = true;
+    else if (seenLast) return true;
+  }
+  return false;
+}
+
+const closedError = (outcomeUnknown = false) => new QueueError("CLOSED", "the transport is closed", { outcomeUnknown });
 
 /** The plan a write sends now: its resend plan once an earlier request may have applied. */
 const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);

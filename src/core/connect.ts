@@ -12,7 +12,7 @@ import type { WriteEngine } from "./engine.js";
 import { invalid, isRetryable, QueueError, toQueueError } from "./errors.js";
 import { Health } from "./health.js";
 import { httpUrlOf, httpWriter } from "./hrana.js";
-import { LocalWrites, localOf } from "./local.js";
+import { localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
 import type { Plan } from "./sql/index.js";
@@ -195,15 +195,13 @@ function connection(
   settings: Settings,
   o: { ownsClient: boolean; autoKeys: boolean; http: Parameters<typeof httpWriter>[0] | undefined },
 ): Connection {
-  const local = localOf(client);
   const health = new Health();
-  const writes: WriteEngine = local
-    ? new LocalWrites(local, settings.timeoutMs)
-    : new Committer(
-        client,
-        { ...settings, health },
-        o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write")),
-      );
+  // One engine: a local file's batches run in-process, others go out as one request each.
+  const writes: WriteEngine = new Committer(
+    client,
+    { ...settings, health },
+    localOf(client) ?? (o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"))),
+  );
   const read = (stmt: InStatement) => readWithRetries(client, stmt, settings, health);
   return {
     client,

@@ -5,11 +5,9 @@
  * how src/app reaches it.
  */
 import type { Connection } from "./connect.js";
+import type { BatchWatcher } from "./engine.js";
 
-/** A write that may have made a message deliverable. */
-export type Change = "publish" | "ack" | "nack" | "redrive" | "release" | "purge" | "settings";
-
-type ChangeListener = (change: Change, seq?: number) => void;
+export type { Change } from "./engine.js";
 
 /** What a write through the transport did, for the writer's counters (/metrics). */
 export type Counted =
@@ -24,7 +22,6 @@ type ExtendListener = (leaseId: string, seq: number, expiresAt: number) => void;
 
 export class Internals {
   readonly conn: Connection;
-  readonly #changes = new Set<ChangeListener>();
   readonly #extends = new Set<ExtendListener>();
   readonly #subscriptions = new Set<() => void>();
   readonly #schedules = new Set<() => void>();
@@ -35,13 +32,14 @@ export class Internals {
   }
 
   /**
-   * Calls `listener` after each write through this transport that may have made a message
-   * deliverable (a publish, an ack or nack freeing its group, a redrive, a release). For an ack,
-   * nack or release, `seq` is the message whose lease it settled. Writes by other processes are not
-   * seen. Returns the function that removes the listener.
+   * Tells `watcher` of each write through this transport that may have made a message deliverable
+   * (a publish, an ack or nack freeing its group, a redrive, a release, a purge), as its batch
+   * commits; for an ack, nack or release, `seq` is the message whose lease it settled. It is also
+   * told as each batch leaves, so that claims for consumers that wait can ride it (BatchWatcher).
+   * Writes by other processes are not seen. Returns the function that removes the watcher.
    */
-  onChange(listener: ChangeListener): () => void {
-    return on(this.#changes, listener);
+  onChange(watcher: BatchWatcher | BatchWatcher["changed"]): () => void {
+    return this.conn.writes.watch(typeof watcher === "function" ? { changed: watcher } : watcher);
   }
 
   /** Calls `listener` after each extend through this transport: the lease's id, its message, its new expiry (unix seconds). */
@@ -70,10 +68,6 @@ export class Internals {
 
   counted(counted: Counted): void {
     if (this.#counts.size > 0) tell(this.#counts, "onCount", counted);
-  }
-
-  changed(change: Change, seq?: number): void {
-    tell(this.#changes, "onChange", change, seq);
   }
 
   extended(leaseId: string, seq: number, expiresAt: number): void {

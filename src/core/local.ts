@@ -2,15 +2,17 @@
  * A local-file client for Node: the subset of `@libsql/client`'s `Client` the transport uses, over the
  * `libsql` driver directly, with prepared statements kept in a cache. `@libsql/client` prepares every
  * statement on every call; for a claim (five statements plus BEGIN/COMMIT) that preparing is most of
- * the cost on a local file (measured: ~4x the cycle rate with the cache, see BENCHMARKS.md).
+ * the cost on a local file (BENCHMARKS.md, "Local file").
+ *
+ * Writes go through the same engine as over the network (src/core/committer.ts), which hands this
+ * client each batch as plans (`InProcess`): in-process there is no request to lose, so a statement
+ * its plan says would change nothing is not run at all.
  *
  * Only for plain `file:` / `:memory:` databases; embedded replicas and remote databases use
  * `@libsql/client` itself.
  */
 import type { Client, InStatement, ResultSet, Row, TransactionMode } from "@libsql/client";
-import { backoff, RETRY_MS, sleepOrThrow } from "./backoff.js";
-import { failedWrite, newStats, type WriteEngine, type WriteSpec } from "./engine.js";
-import { QueueError, toQueueError } from "./errors.js";
+import type { InProcess } from "./engine.js";
 import type { Plan } from "./sql/index.js";
 
 interface Statement {
@@ -36,9 +38,9 @@ export async function openLocal(path: string): Promise<Client> {
 }
 
 /** A statement of a write, and whether to run it given the results so far (absent: always). */
-export type WriteStep = { stmt: InStatement; when?: (earlier: ResultSet[]) => boolean };
+type WriteStep = { stmt: InStatement; when?: (earlier: ResultSet[]) => boolean };
 
-/** The local client behind a `Client`, for the transport's synchronous write path. */
+/** The local client behind a `Client`, for the write engine's in-process path. */
 export function localOf(client: Client): LocalClient | undefined {
   return client instanceof LocalClient ? client : undefined;
 }
@@ -46,7 +48,7 @@ export function localOf(client: Client): LocalClient | undefined {
 /** What a skipped step answers: nothing done. */
 const NOTHING: ResultSet = resultSet(() => [], [], 0, undefined);
 
-export class LocalClient {
+export class LocalClient implements InProcess {
   readonly protocol = "file";
   closed = false;
   readonly #db: Database;
@@ -70,10 +72,20 @@ export class LocalClient {
   }
 
   /**
-   * A write transaction run to its end before this returns: in-process, with no request to lose,
-   * a step whose `when` says it would change nothing is not run at all.
+   * The plans as one write transaction, run to its end before this returns: in-process, with no
+   * request to lose, a step whose `when` says it would change nothing is not run at all. BUSY (another
+   * process holds the lock) is thrown after a short wait, for the engine to retry with backoff.
    */
-  writeSync(steps: WriteStep[]): ResultSet[] {
+  writeNow(plans: ReadonlyArray<Plan<unknown>>): ResultSet[] {
+    const steps: WriteStep[] = [];
+    for (const p of plans) {
+      const start = steps.length;
+      // Each plan's conditions see only its own statements' results.
+      p.stmts.forEach((stmt, i) => {
+        const when = p.when?.[i];
+        steps.push({ stmt, when: when && ((earlier) => when(earlier.slice(start))) });
+      });
+    }
     return this.#transaction("BEGIN IMMEDIATE", steps);
   }
 
@@ -161,107 +173,4 @@ function resultSet(
     lastInsertRowid,
     toJSON: () => ({ columns: columns(), rows, rowsAffected, lastInsertRowid: lastInsertRowid?.toString() }),
   };
-}
-
-interface LocalPending {
-  plan: Plan<unknown>;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-}
-
-/**
- * The write path for a local file. In-process there is no request to lose and nothing to wait on
- * but the file's lock, so no timers and no resends: the writes submitted in one tick (concurrent
- * callers, an ack and the next claim of a consumer loop) run in one transaction, each statement
- * only when its plan says it is needed. Another process holding the lock (BUSY) is waited out with
- * backoff until the call's deadline.
- */
-export class LocalWrites implements WriteEngine {
-  readonly #client: LocalClient;
-  readonly #timeoutMs: number;
-  #queue: LocalPending[] = [];
-  #closed = false;
-  readonly stats = newStats();
-
-  constructor(client: LocalClient, timeoutMs: number) {
-    this.#client = client;
-    this.#timeoutMs = timeoutMs;
-  }
-
-  submit<T>(spec: WriteSpec<T>): Promise<T> {
-    if (this.#closed) return Promise.reject(new QueueError("CLOSED", "the transport is closed"));
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ plan: spec, resolve: resolve as (v: unknown) => void, reject });
-      if (this.#queue.length === 1) queueMicrotask(() => void this.#flush());
-    });
-  }
-
-  close(): void {
-    this.#closed = true;
-  }
-
-  async #flush(): Promise<void> {
-    let writes = this.#queue;
-    this.#queue = [];
-    let deadline = 0;
-    for (let attempt = 1; writes.length > 0; attempt++) {
-      if (this.#client.closed || this.#closed) {
-        for (const w of writes) w.reject(new QueueError("CLOSED", "the transport is closed"));
-        return;
-      }
-      const steps: WriteStep[] = [];
-      const starts: number[] = [];
-      for (const w of writes) {
-        const start = steps.length;
-        starts.push(start);
-        // Each plan's conditions see only its own statements' results.
-        w.plan.stmts.forEach((stmt, i) => {
-          const when = w.plan.when?.[i];
-          steps.push({ stmt, when: when && ((earlier) => when(earlier.slice(start))) });
-        });
-      }
-      let results: ResultSet[];
-      try {
-        results = this.#client.writeSync(steps);
-      } catch (e) {
-        const err = toQueueError(e);
-        if (err.code === "BUSY") {
-          deadline ||= Date.now() + this.#timeoutMs;
-          if (Date.now() + 10 < deadline) {
-            this.stats.busy++;
-            this.stats.retries++;
-            await sleepOrThrow(backoff(attempt, RETRY_MS));
-            continue;
-          }
-        }
-        // The transaction rolled back: only the write whose statement failed gets the error.
-        const at =
-          err.code === "BUSY"
-            ? -1
-            : failedWrite(
-                writes.map((w) => w.plan.stmts.length),
-                e,
-              );
-        if (at < 0) {
-          for (const w of writes) w.reject(err);
-          return;
-        }
-        (writes[at] as LocalPending).reject(err);
-        writes = writes.filter((_, i) => i !== at);
-        continue;
-      }
-      this.stats.batches++;
-      this.stats.writes += writes.length;
-      this.stats.statements += steps.length;
-      writes.forEach((w, i) => {
-        const start = starts[i] as number;
-        try {
-          w.resolve(w.plan.read(results.slice(start, start + w.plan.stmts.length), false));
-        } catch (e) {
-          w.reject(e);
-        }
-      });
-      return;
-    }
-  }
 }

@@ -18,6 +18,7 @@ import {
   scheduleNameProblem,
 } from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
+import type { WriteSpec } from "./engine.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
 import { attach, type Internals } from "./internals.js";
 import { randomToken } from "./random.js";
@@ -131,7 +132,6 @@ export class LibsqlTransport {
     const seq = stored.seqs[0] as number;
     const deduplicated = stored.deduplicated === true;
     if (!deduplicated) this.#internals.counted({ kind: "published", count: 1 });
-    this.#internals.changed("publish");
     return { seq, deduplicated, replaced: deduplicated && singleton?.replace === true };
   }
 
@@ -155,7 +155,6 @@ export class LibsqlTransport {
     }
     const { seqs } = await this.#publishRows(rows, options, "publishMany");
     this.#internals.counted({ kind: "published", count: seqs.length });
-    this.#internals.changed("publish");
     return seqs;
   }
 
@@ -192,7 +191,7 @@ export class LibsqlTransport {
     const stored = await this.#storeOnce(rows, options, { singleton, wake });
     this.#flow = stored.flow;
     if (stored.flow && !wake) {
-      await this.#write(sql.wakeGroupsPlan([...new Set(rows.map((r) => r.groupId))]), true);
+      await this.#write(sql.wakeGroupsPlan([...new Set(rows.map((r) => r.groupId))]), true, { frees: published });
     }
     return stored;
   }
@@ -212,15 +211,16 @@ export class LibsqlTransport {
         fingerprint: await sql.fingerprintOf(rows, o.singleton),
         ttl: this.#conn.settings.idempotencyWindow,
       } as const;
-      return this.#write(sql.publishPlan(rows, key, o), true);
+      return this.#write(sql.publishPlan(rows, key, o), true, { frees: published });
     }
-    if (!this.#conn.autoKeys) return this.#write(sql.publishPlan(rows, { kind: "none" }, o), false);
+    if (!this.#conn.autoKeys)
+      return this.#write(sql.publishPlan(rows, { kind: "none" }, o), false, { frees: published });
     // Over the network a request's answer can be lost after it applied (./slots.ts).
     const slot = takeSlot();
     let settled = false;
     try {
       const key = { kind: "slot", slot: slot.name, token: randomToken(), collect: slot.collect } as const;
-      const stored = await this.#write(sql.publishPlan(rows, key, o), true);
+      const stored = await this.#write(sql.publishPlan(rows, key, o), true, { frees: published });
       settled = true;
       return stored;
     } catch (e) {
@@ -276,8 +276,12 @@ export class LibsqlTransport {
         }),
         // A resend answers with the leases the first request took, if it applied (sql/claim.ts).
         true,
-        // A consumer with a lease comes back to ack it; one that found nothing waits a while.
-        (got) => got.leases.length > 0,
+        {
+          // A consumer with a lease comes back to ack it; one that found nothing waits a while.
+          comesBack: (got) => got.leases.length > 0,
+          // After the batch's other writes: it sees what they publish and free.
+          last: true,
+        },
       );
       leases.push(...got.leases);
       deadLettered += got.deadLettered;
@@ -296,18 +300,20 @@ export class LibsqlTransport {
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
   async ack(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
-    const heldSeconds = await this.#settle("ack", ref, () => this.#write(sql.ackPlan(ref), true, always));
+    const heldSeconds = await this.#settle("ack", ref, () =>
+      this.#write(sql.ackPlan(ref), true, { comesBack: always, frees: () => ({ change: "ack", seq: ref.seq }) }),
+    );
     this.#internals.counted({ kind: "acked", heldSeconds });
-    this.#internals.changed("ack", ref.seq);
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
   async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
     const ref = leaseRef(lease);
     const plan = sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts);
-    const result = await this.#settle("nack", ref, () => this.#write(plan, true, always));
+    const result = await this.#settle("nack", ref, () =>
+      this.#write(plan, true, { comesBack: always, frees: () => ({ change: "nack", seq: ref.seq }) }),
+    );
     this.#internals.counted({ kind: "nacked", deadLettered: result.deadLettered });
-    this.#internals.changed("nack", ref.seq);
     return result;
   }
 
@@ -318,9 +324,10 @@ export class LibsqlTransport {
    */
   async release(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
-    await this.#settle("release", ref, () => this.#write(sql.releasePlan(ref), true));
+    await this.#settle("release", ref, () =>
+      this.#write(sql.releasePlan(ref), true, { frees: () => ({ change: "release", seq: ref.seq }) }),
+    );
     this.#internals.counted({ kind: "released" });
-    this.#internals.changed("release", ref.seq);
   }
 
   /**
@@ -363,8 +370,7 @@ export class LibsqlTransport {
    */
   async setQueue(settings: QueueFlowInput): Promise<QueueFlow> {
     const patch = checkQueueFlow("settings", settings);
-    const after = await this.#write(sql.setQueueSettingsPlan(patch), true);
-    this.#internals.changed("settings");
+    const after = await this.#write(sql.setQueueSettingsPlan(patch), true, { frees: settingsChanged });
     return after;
   }
 
@@ -377,15 +383,15 @@ export class LibsqlTransport {
   async setGroup(groupId: string, settings: GroupFlowInput): Promise<GroupFlow> {
     const group = checkId("groupId", groupId);
     const patch = checkGroupFlow("settings", settings);
-    const after = await this.#write(sql.setGroupSettingsPlan(group, patch), true);
-    this.#internals.changed("settings");
+    const after = await this.#write(sql.setGroupSettingsPlan(group, patch), true, { frees: settingsChanged });
     return after;
   }
 
   /** Drops a group's own flow settings: the queue's apply to it again. */
   async resetGroup(groupId: string): Promise<GroupFlow> {
-    const after = await this.#write(sql.resetGroupSettingsPlan(checkId("groupId", groupId)), true);
-    this.#internals.changed("settings");
+    const after = await this.#write(sql.resetGroupSettingsPlan(checkId("groupId", groupId)), true, {
+      frees: settingsChanged,
+    });
     return after;
   }
 
@@ -456,9 +462,7 @@ export class LibsqlTransport {
 
   /** Puts a dead letter back at the tail of its group, with a fresh attempt count; returns its new seq. */
   async redrive(seq: number): Promise<number> {
-    const newSeq = await this.#write(sql.redrivePlan(checkSeq("seq", seq)), false);
-    this.#internals.changed("redrive");
-    return newSeq;
+    return this.#write(sql.redrivePlan(checkSeq("seq", seq)), false, { frees: () => ({ change: "redrive" }) });
   }
 
   /** Drops a dead letter for good; false when there was none. */
@@ -504,12 +508,13 @@ export class LibsqlTransport {
     let upTo: number | null = null;
     let purged = 0;
     for (;;) {
-      const got: { deleted: number; upTo: number } = await this.#write(sql.purgePlan(group, upTo, PURGE_CHUNK), true);
+      const got: { deleted: number; upTo: number } = await this.#write(sql.purgePlan(group, upTo, PURGE_CHUNK), true, {
+        frees: (chunk) => (chunk.deleted > 0 ? { change: "purge" } : undefined),
+      });
       upTo = got.upTo;
       purged += got.deleted;
       if (got.deleted < PURGE_CHUNK) break;
     }
-    if (purged > 0) this.#internals.changed("purge");
     return purged;
   }
 
@@ -546,14 +551,24 @@ export class LibsqlTransport {
     return traced("settle", { name, destination: this.#conn.settings.name, attributes }, write);
   }
 
-  /** `comesBack`: see WriteSpec (a consumer's next write follows this one's answer at once). */
-  #write<T>(plan: sql.Plan<T>, idempotent: boolean, comesBack?: (answer: T) => boolean): Promise<T> {
-    return this.#conn.writes.submit({ ...plan, idempotent, comesBack });
+  /** `more`: what a write says beyond its plan (WriteSpec: who comes back, what it frees, last in its batch). */
+  #write<T>(
+    plan: sql.Plan<T>,
+    idempotent: boolean,
+    more?: Pick<WriteSpec<T>, "comesBack" | "frees" | "last">,
+  ): Promise<T> {
+    return this.#conn.writes.submit({ ...plan, idempotent, ...more });
   }
 }
 
 /** A consumer that acked or nacked claims its next message. */
 const always = () => true;
+
+/** What a change of flow settings may free: groups a pause, a rate or a concurrency held. */
+const settingsChanged = () => ({ change: "settings" }) as const;
+
+/** What a publish frees: its messages. */
+const published = () => ({ change: "publish" }) as const;
 
 /** Parses a lease or lease id; refuses anything that is not one of ours. */
 function leaseRef(lease: Lease | string): sql.LeaseRef {

@@ -22,7 +22,7 @@ import {
 import { verifySignature } from "../../src/contract/signature.js";
 import { clientOf } from "../../src/core/internals.js";
 import { nodeFetchStats } from "../../src/core/node-fetch.js";
-import { LibsqlTransport } from "../../src/index.js";
+import { LibsqlTransport, MAX_CLAIM_BATCH } from "../../src/index.js";
 import { checkInvariants, resetDatabase } from "../support/db.js";
 import { waitFor } from "../support/wait.js";
 
@@ -294,7 +294,7 @@ describe("errors: the API's code, status and field", () => {
       status: 400,
       field: "visibility",
     });
-    expect(errorOf(await failure(c.claimMany("w", 30, 101)))).toEqual({
+    expect(errorOf(await failure(c.claimMany("w", 30, MAX_CLAIM_BATCH + 1)))).toEqual({
       code: "INVALID_ARGUMENT",
       status: 400,
       field: "max",

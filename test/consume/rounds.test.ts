@@ -1,9 +1,9 @@
 /**
  * consume() at a distance, against real sqld behind the latency proxy: a round claims every free
- * slot (claims of at most 100, sent in one tick, so one write batch carries them all, with the acks
+ * slot (the fewest claims of at most MAX_CLAIM_BATCH, sent in one tick, so one write batch carries them all, with the acks
  * of the slots they refill), rows per message stay those of a claim and an ack, a ShardedQueue's
  * shards do not wait for each other (a shard behind a slow proxy holds back none of the others),
- * and over HTTP a round is several claim requests at once, each carrying the acks of its slots.
+ * and over HTTP a round is as few claim requests as carry it, at once, each with the acks of its slots.
  */
 import { describe, expect, inject, it } from "vitest";
 import { type Proxy as LatencyProxy, startProxy } from "../../scripts/support/proxy.js";
@@ -106,11 +106,11 @@ describe("consume() claims every free slot per round trip", () => {
     checkDrain(r.handled, r.overlaps, published);
     const claimBatches = requests.filter((q) => q.claims > 0);
     const perBatch = published.size / claimBatches.length;
-    // One claim of at most 100 per round trip would carry at most 100 messages per batch; here a
-    // round is 3 claims (256 = 86 + 85 + 85) in one batch, with the acks of the round before.
+    // A round of 256 is the fewest claims that carry it, in one batch, with the acks of the round before.
+    const perRound = Math.ceil(256 / MAX_CLAIM_BATCH);
     expect(perBatch, `${claimBatches.length} batches carried claims`).toBeGreaterThan(200);
-    expect(claimBatches.every((q) => q.claims <= Math.ceil(256 / MAX_CLAIM_BATCH))).toBe(true);
-    expect(claimBatches.filter((q) => q.claims === 3).length).toBeGreaterThanOrEqual(8);
+    expect(claimBatches.every((q) => q.claims <= perRound)).toBe(true);
+    expect(claimBatches.filter((q) => q.claims === perRound).length).toBeGreaterThanOrEqual(8);
     // Every ack rode with a claim, but those of the last round (nothing left to claim for them).
     expect(requests.length - claimBatches.length).toBeLessThanOrEqual(1);
     // The rows of a claim and an ack (docs/architecture.md, "What it costs": 6 written, 22 read;
@@ -185,7 +185,7 @@ describe("consume() on a ShardedQueue: a round in flight per shard", () => {
 });
 
 describe("consume() over HTTP: a round is as many claim requests as it needs, at once", () => {
-  it("at concurrency 256 sends 3 claims of at most 100 together, each carrying the acks of the slots it refills", async () => {
+  it("at concurrency 256 sends a round as the fewest claim requests that carry it, together, each carrying the acks of the slots it refills", async () => {
     const TOKEN = "consume-rounds-test-token-0123456789";
     const admin = await LibsqlTransport.create(inject("sqldUrl"));
     cleanups.push(() => admin.close());
@@ -238,11 +238,11 @@ describe("consume() over HTTP: a round is as many claim requests as it needs, at
     expect(errors).toEqual([]);
     expect(summary).toMatchObject({ acked: published.size, nacked: 0, released: 0, lost: 0, abandoned: 0 });
     checkDrain(r.handled, r.overlaps, published);
-    // Each request asks at most 100; a round's 3 are out at once (one claim in flight at a time
-    // would never have two).
+    // Each request asks at most MAX_CLAIM_BATCH; a round's requests are out at once.
+    const perRound = Math.ceil(256 / MAX_CLAIM_BATCH);
     expect(claims.every((q) => q.max <= MAX_CLAIM_BATCH)).toBe(true);
-    expect(Math.max(...claims.map((q) => q.together))).toBe(3);
-    expect(claims.filter((q) => q.together === 3).length).toBeGreaterThanOrEqual(4);
+    expect(Math.max(...claims.map((q) => q.together))).toBe(perRound);
+    expect(claims.filter((q) => q.max === Math.ceil(256 / perRound)).length).toBeGreaterThanOrEqual(4);
     // Every ack rode in a claim, but those of the last round (nothing left to claim), which go
     // together in one settle: exactly once each.
     const ridden = claims.reduce((n, q) => n + q.acks, 0);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { sqldNamespaces } from "../../src/core/databases.js";
 import { clientOf } from "../../src/core/internals.js";
 import { consume, type Lease, LibsqlTransport, QueueError, ShardedQueue } from "../../src/index.js";
-import { MAX_SHARDS, shardOf } from "../../src/rules.js";
+import { MAX_CLAIM_BATCH, MAX_SHARDS, shardOf } from "../../src/rules.js";
 import { checkInvariants, resetDatabase, tempFile } from "../support/db.js";
 import { checkDeliveryLog, type Held } from "../support/exclusivity.js";
 import { pyClaim, pyPublish } from "../support/python.js";
@@ -253,7 +253,10 @@ describe("claiming shard by shard (consume()'s lanes)", () => {
           field: "shard",
         });
       }
-      await expect(queue.claimManyOn(0, "w", 30, 101)).rejects.toMatchObject({ code: "INVALID_ARGUMENT", field: "n" });
+      await expect(queue.claimManyOn(0, "w", 30, MAX_CLAIM_BATCH + 1)).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+        field: "n",
+      });
       expect((await queue.stats()).ready).toBe(3);
     } finally {
       queue.close();

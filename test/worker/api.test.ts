@@ -2,6 +2,7 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { ErrorAnswer } from "../../src/contract/types.js";
+import { MAX_CLAIM_BATCH } from "../../src/rules.js";
 import worker from "../../src/worker.js";
 import { api, EMPTY, post, resetDatabase, rowCounts, TEST_TOKEN } from "./support.js";
 
@@ -400,7 +401,7 @@ describe("error statuses", () => {
       ["/v1/claims", { worker_id: "w", visibility: "30" }, "visibility"],
       ["/v1/claims", { worker_id: "w", visibility: 1, min_priority: 7 }, "min_priority"],
       ["/v1/claims", { worker_id: "w", visibility: 1, max: 0 }, "max"],
-      ["/v1/claims", { worker_id: "w", visibility: 1, max: 101 }, "max"],
+      ["/v1/claims", { worker_id: "w", visibility: 1, max: MAX_CLAIM_BATCH + 1 }, "max"],
       ["/v1/claims", { worker_id: "w", visibility: 1, max: 2.5 }, "max"],
       ["/v1/leases/not-a-lease/ack", undefined, "lease_id"],
       ["/v1/leases/1'%20OR%201=1--/ack", undefined, "lease_id"],

@@ -111,7 +111,7 @@ describe("400 messages start with the API's field name", () => {
         { worker_id: "w", visibility: "30" },
         'visibility: must be a finite number of seconds > 0, got "30"',
       ],
-      ["/v1/claims", { worker_id: "w", visibility: 1, max: 0 }, "max: must be an integer from 1 to 100, got 0"],
+      ["/v1/claims", { worker_id: "w", visibility: 1, max: 0 }, "max: must be an integer from 1 to 1000, got 0"],
       [
         "/v1/claims",
         { worker_id: "__parked__", visibility: 1 },

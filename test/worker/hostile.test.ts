@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import { beforeAll, expect, it } from "vitest";
+import { MAX_CLAIM_ACKS } from "../../src/rules.js";
 import { api, EMPTY, resetDatabase, rowCounts } from "./support.js";
 
 beforeAll(resetDatabase);
@@ -210,7 +211,7 @@ const hostile: fc.Arbitrary<Req> = fc.oneof(
       fc.jsonValue().filter((v) => !Array.isArray(v)),
       fc.constant([]),
       fc.array(nasty, { minLength: 1, maxLength: 5 }),
-      fc.constant(Array.from({ length: 101 }, () => LEASE)),
+      fc.constant(Array.from({ length: MAX_CLAIM_ACKS + 1 }, () => LEASE)),
     )
     .map((ack) => jsonReq("/v1/claims", { worker_id: "w", visibility: 5, max: 2, ack })),
   fc.constant(jsonReq("/v1/claims", { worker_id: "w", visibility: 5, ack: [LEASE] })),

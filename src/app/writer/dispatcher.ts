@@ -3,10 +3,10 @@
  *
  * Waiters are held in arrival order, each with its own worker, visibility, priority floor and
  * count. When to claim for them is the scheduler's (src/app/writer/scheduler.ts): a newcomer gets
- * one claim of its own; a write through this transport, a claim for every waiter in one batch, in
- * arrival order (the first to come is served first); a due moment or the safety re-check, one
- * probing claim for the least picky waiter, then a full round only if it found something. An idle
- * fleet of waiters costs one claim per re-check, whatever its size.
+ * one claim of its own; a write through this transport, a claim for every waiter in that write's
+ * own batch, after it, in arrival order (the first to come is served first); a due moment or the
+ * safety re-check, one probing claim for the least picky waiter, then a full round only if it
+ * found something. An idle fleet of waiters costs one claim per re-check, whatever its size.
  *
  * A waiter that goes away (its request aborted) before its claim answered gets nothing, and the
  * leases taken for it are released at once; if the runtime never says, they lapse at the end of
@@ -35,6 +35,8 @@ interface Waiter extends WaitRequest {
   timer: ReturnType<typeof setTimeout> | undefined;
   onAbort: () => void;
   done: boolean;
+  /** A claim for it is out. */
+  claiming: boolean;
 }
 
 /** Counters, for tests and the bench. */
@@ -63,14 +65,23 @@ export class Dispatcher {
       queue,
       {
         active: () => this.#waiters.length > 0,
-        asks: () => this.#waiters,
+        asks: () => this.#waiters.filter((w) => !w.claiming),
+        claiming: (w) => {
+          w.claiming = true;
+        },
         took: (w, got) => {
+          w.claiming = false;
           this.#took(w, got);
           return false;
         },
       },
       { name: "long poll", recheckMs, stats: this.stats },
     );
+  }
+
+  /** Whether claims for its waiters, or the next wake's arming, are under way. */
+  get busy(): boolean {
+    return this.#scheduler.busy;
   }
 
   /** Waiters not answered yet. */
@@ -85,7 +96,7 @@ export class Dispatcher {
         resolve([]);
         return;
       }
-      const w: Waiter = { ...req, resolve, reject, timer: undefined, onAbort: () => {}, done: false };
+      const w: Waiter = { ...req, resolve, reject, timer: undefined, onAbort: () => {}, done: false, claiming: false };
       w.onAbort = () => this.#settle(w, []);
       w.timer = setTimeout(w.onAbort, req.waitMs);
       req.signal?.addEventListener("abort", w.onAbort, { once: true });

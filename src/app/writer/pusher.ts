@@ -7,8 +7,9 @@
  * (1 s doubling to 10 min, or the consumer's `Retry-After`); past the attempts the claim moves it to
  * the dead letters as for any consumer. Exclusivity and FIFO per group are the claim's, untouched.
  *
- * When it claims (src/app/writer/scheduler.ts): after a write through this transport (a publish,
- * an ack, a nack… including the pusher's own, which is when a delivery slot frees up), and at
+ * When it claims (src/app/writer/scheduler.ts): with a write through this transport (a publish,
+ * an ack, a nack… including the pusher's own, which is when a delivery slot frees up), in that
+ * write's own batch, and at
  * `wakeAt` (the Durable Object's alarm, so that deliveries resume after an eviction with no request
  * arriving): the next lease expiry, park end or delayed message the database knows of, or the
  * safety re-check for writers that bypass the Worker. A wake with nothing changed costs one probing
@@ -86,6 +87,8 @@ export class Pusher {
   readonly #leaseOut: (lease: Lease) => Lease;
   readonly #scheduler: Scheduler<PushAsk>;
   readonly #inFlight = new Map<string, number>();
+  /** Leases asked for by claims still out, per subscription. */
+  readonly #claiming = new Map<string, number>();
   /**
    * Leases a consumer took with a 202, by message seq: each holds one of its subscription's
    * `max_in_flight` slots until an ack, nack or release of it goes through this writer, or until the
@@ -115,17 +118,23 @@ export class Pusher {
       {
         // With no subscription (and none being read) there is nobody to push to: nothing to run.
         active: () => this.#subs.length > 0 || this.#stale || this.#reloading !== undefined,
-        prepare: () => this.#fresh(),
+        prepare: () => (this.#stale || this.#reloading !== undefined ? this.#fresh() : undefined),
         asks: () => this.#asks(),
-        took: (ask, got) => this.#took(ask, got),
+        claiming: (ask) => {
+          this.#claiming.set(ask.sub.name, (this.#claiming.get(ask.sub.name) ?? 0) + ask.n);
+        },
+        took: (ask, got) => {
+          this.#claiming.set(ask.sub.name, (this.#claiming.get(ask.sub.name) ?? ask.n) - ask.n);
+          return this.#took(ask, got);
+        },
         woken: () => {
           this.#stale = true;
         },
         changed: (_change, seq) => {
-          if (seq === undefined) return;
-          this.#held.delete(seq);
+          if (seq === undefined) return false;
           // A consumer may settle its lease before its 202 reaches us.
           if (this.#posting.has(seq)) this.#posting.set(seq, true);
+          return this.#held.delete(seq);
         },
       },
       { name: "push", recheckMs: options.recheckMs, wakeAt: options.wakeAt, stats: this.stats },
@@ -203,8 +212,9 @@ export class Pusher {
 
   /**
    * Each subscription with a free slot and how many leases to ask for, in turn (competing
-   * consumers): its `max_in_flight` less the deliveries awaiting an answer and the leases it holds
-   * after a 202, within its share of the connections (a held lease holds no connection).
+   * consumers): its `max_in_flight` less the deliveries awaiting an answer, the leases it holds
+   * after a 202 and those its claims still out asked for, within its share of the connections (a
+   * held lease holds no connection).
    */
   #asks(): PushAsk[] {
     const share = Math.max(1, Math.floor(this.#maxConnections / Math.max(1, this.#subs.length)));
@@ -212,7 +222,7 @@ export class Pusher {
     const held = this.#heldBySub();
     const asks: PushAsk[] = [];
     for (const sub of subs) {
-      const posting = this.#inFlight.get(sub.name) ?? 0;
+      const posting = (this.#inFlight.get(sub.name) ?? 0) + (this.#claiming.get(sub.name) ?? 0);
       const n = Math.min(sub.maxInFlight - (held.get(sub.name) ?? 0), share) - posting;
       if (n > 0)
         asks.push({

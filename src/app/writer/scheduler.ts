@@ -4,18 +4,24 @@
  * claim's worth: a waiter, a subscription with free slots) and what to do with what a claim got;
  * the scheduler decides when to claim and for whom:
  *
- * - after a write through the transport (`onChange`: a publish, an ack, a nack, a redrive, a
- *   release), a full round: one claim per ask, all in one write batch, in the asks' order;
+ * - when a write batch that may free a message leaves (a publish, an ack, a nack, a redrive, a
+ *   release), a full round in that very batch: one claim per ask, after its writes, in the asks'
+ *   order, so that what the batch publishes or frees reaches a waiting consumer in its own round
+ *   trip. If some ask's claim is still out in an earlier batch, or the owner must first prepare,
+ *   a full round follows once the batch commits instead (`onChange`);
  * - when a wake fires (a lease, a park or a delayed message comes due, or the safety re-check for
  *   writers that bypass the Worker), a probe: one claim for the least picky ask. If even it finds
  *   nothing, so would the others; if it finds something, a full round follows. An idle fleet
  *   costs one claim per wake, whatever its size;
  * - on an arrival, a claim for the newcomer alone (the others were served or checked since the
- *   last change).
+ *   last change), unless a claim with a floor as low as its own found the queue short since then
+ *   (no write through the transport, no wake): it would find nothing either, and waits like the
+ *   others for the next change.
  *
- * One round runs at a time; kicks meanwhile are remembered and served by the next. After the
- * rounds, while its owner is active, the next wake is asked for: by a timer, or by `wakeAt` (the
- * Durable Object's alarm, which outlives an eviction).
+ * One round runs at a time (a round riding a batch aside); kicks meanwhile are remembered and
+ * served by the next. An ask whose claim is out is in no other round until its answer is taken in.
+ * After the rounds, while its owner is active, the next wake is asked for: by a timer, or by
+ * `wakeAt` (the Durable Object's alarm, which outlives an eviction).
  */
 import { type Change, internalsOf } from "../../core/internals.js";
 import type { LibsqlTransport } from "../../core/transport.js";
@@ -33,16 +39,28 @@ export interface Ask {
 export interface Claimer<A extends Ask> {
   /** Whether anyone is served: writes start rounds, and wakes are asked for, only then. */
   active(): boolean;
-  /** Everyone a full round claims for, in the order their claims ride the batch. */
+  /**
+   * Everyone a full round claims for, in the order their claims ride the batch: none whose claim
+   * is out (from `claiming` until `took`).
+   */
   asks(): A[];
+  /** A claim for `ask` is sent; its answer comes to `took`. */
+  claiming?(ask: A): void;
   /** What one claim got. True when there may be more for the others: a full round follows. */
   took(ask: A, got: PromiseSettledResult<Lease[]>): boolean;
-  /** Before each round (the pusher reads its subscriptions again when they changed). */
-  prepare?(): Promise<void>;
+  /**
+   * Before each round, what must be done first (the pusher reads its subscriptions again when they
+   * changed); nothing when a round may start at once (only then may one ride a batch).
+   */
+  prepare?(): Promise<void> | undefined;
   /** A wake fired, before its probe. */
   woken?(): void;
-  /** A write through the transport, before the round it may start (`seq`: the lease it settled). */
-  changed?(change: Change, seq: number | undefined): void;
+  /**
+   * A write through the transport freed something (`seq`: the lease it settled). True when that
+   * gives the asks more room (a slot held by that lease): a full round follows even if one rode the
+   * write's batch.
+   */
+  changed?(change: Change, seq: number | undefined): boolean;
 }
 
 /** Why a round is wanted: a write (a full round), a wake (a probe), a newcomer (its own claim). */
@@ -57,6 +75,14 @@ export interface SchedulerOptions {
   wakeAt?: ((atMs: number) => unknown) | undefined;
   /** Counted here: claim rounds (one write batch each) and the claims in them. */
   stats: { rounds: number; claims: number };
+}
+
+/** A claim sent for an ask and not answered yet. */
+interface Out {
+  /** It left in a batch. */
+  sent: boolean;
+  /** The epoch when it was submitted, or when its batch left. */
+  epoch: number;
 }
 
 /** After a known due moment, wait this much more (the database's clock may run behind ours). */
@@ -98,6 +124,15 @@ export class Scheduler<A extends Ask> {
   #generation = 0;
   readonly #runs = new Set<Promise<void>>();
   #off: (() => void) | undefined;
+  /** Claims submitted and not answered yet: whether each has left in a batch, and the epoch it saw. */
+  readonly #out = new Set<Out>();
+  /**
+   * Bumped by each batch that may free a message as it leaves, and by each wake: what a claim found
+   * holds until the next bump (a claim sees the writes of its own batch).
+   */
+  #epoch = 0;
+  /** The lowest floor at which a claim found the queue short in this epoch. */
+  #shortAt = { epoch: -1, floor: Number.POSITIVE_INFINITY };
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** The wake asked for and not yet fired: an earlier one makes a later request needless (an alarm set is a storage write). */
   #wakeSetFor: number | undefined;
@@ -112,7 +147,7 @@ export class Scheduler<A extends Ask> {
     this.#wakeAt = options.wakeAt ?? ((at) => this.#timerAt(at));
   }
 
-  /** Whether a run (rounds, or asking for the next wake) is under way. */
+  /** Whether a run (rounds, or asking for the next wake) or a round riding a batch is under way. */
   get busy(): boolean {
     return this.#runs.size > 0;
   }
@@ -120,9 +155,17 @@ export class Scheduler<A extends Ask> {
   /** Hears the writes through the transport (idempotent). */
   listen(): void {
     if (this.#off !== undefined || this.#stopped) return;
-    this.#off = internalsOf(this.#queue).onChange((change, seq) => {
-      this.#claimer.changed?.(change, seq);
-      if (this.#claimer.active()) void this.kick("write");
+    this.#off = internalsOf(this.#queue).onChange({
+      leaving: (mayFree) => this.#leaving(mayFree),
+      changed: (change, seq, served) => {
+        const grew = this.#claimer.changed?.(change, seq) === true;
+        if ((grew || !served) && this.#claimer.active()) void this.kick("write");
+      },
+      // Answers to claims sent are taken in before the next batch leaves (who still waits).
+      settling: () => {
+        for (const c of this.#out) if (c.sent) return true;
+        return false;
+      },
     });
   }
 
@@ -131,6 +174,8 @@ export class Scheduler<A extends Ask> {
    * (`listen()` again for the next one). A round under way ends after its claims.
    */
   rest(): void {
+    // Changes go unheard from now on: what claims found no longer holds.
+    this.#epoch++;
     this.#off?.();
     this.#off = undefined;
     this.#full = this.#probe = false;
@@ -165,6 +210,7 @@ export class Scheduler<A extends Ask> {
   /** The wake asked for (timer, alarm, cron): a probe. Resolves when its run is over. */
   wake(): Promise<void> {
     this.#wakeSetFor = undefined;
+    this.#epoch++;
     if (this.#stopped) return Promise.resolve();
     this.#claimer.woken?.();
     return this.kick("timer");
@@ -217,8 +263,50 @@ export class Scheduler<A extends Ask> {
     return this.#arrivals.length > 0 ? "arrivals" : undefined;
   }
 
+  /**
+   * A batch leaves: our claims submitted until now go in it. If it may free a message, a full
+   * round joins it at its end, for every ask whose claim is not out. Answers whether every ask then
+   * has a claim after its writes (none still out in an earlier batch).
+   */
+  #leaving(mayFree: boolean): boolean {
+    if (mayFree) this.#epoch++;
+    let earlier = false;
+    for (const c of this.#out) {
+      if (c.sent) earlier = true;
+      c.sent = true;
+      c.epoch = this.#epoch;
+    }
+    if (!mayFree || this.#stopped || !this.#claimer.active()) return false;
+    const preparing = this.#claimer.prepare?.();
+    if (preparing !== undefined) {
+      // The round that follows the commit awaits it.
+      preparing.catch(() => {});
+      return false;
+    }
+    const round = [...this.#claimer.asks()];
+    if (round.length > 0) {
+      const ride = this.#claimFor(round, false).then(
+        (more) => {
+          if (more) void this.kick("write");
+        },
+        (e) => console.error(`${this.#name}: round failed`, e),
+      );
+      this.#runs.add(ride);
+      void ride.finally(() => this.#runs.delete(ride));
+      for (const c of this.#out) {
+        c.sent = true;
+        c.epoch = this.#epoch;
+      }
+    }
+    if (earlier) return false;
+    // A full round owed for earlier writes is this one.
+    this.#full = false;
+    return true;
+  }
+
   async #round(kind: "full" | "probe" | "arrivals"): Promise<void> {
-    if (this.#claimer.prepare !== undefined) await this.#claimer.prepare();
+    const preparing = this.#claimer.prepare?.();
+    if (preparing !== undefined) await preparing;
     // A snapshot: asks that arrive while the claims are out are the next round's.
     const all = [...this.#claimer.asks()];
     let round = all;
@@ -227,22 +315,48 @@ export class Scheduler<A extends Ask> {
       round = least === undefined ? [] : [least];
     } else if (kind === "arrivals") {
       const current = new Set(all);
-      round = this.#arrivals.filter((a) => current.has(a));
+      const short = this.#shortAt.epoch === this.#epoch ? this.#shortAt.floor : Number.POSITIVE_INFINITY;
+      round = this.#arrivals.filter((a) => current.has(a) && a.minPriority < short);
       this.#arrivals = [];
     }
     if (round.length === 0) return;
+    if (await this.#claimFor(round, kind === "probe")) this.#full = true;
+  }
+
+  /**
+   * Claims for `round`, each answer to its owner; true when a full round should follow (an owner
+   * says there may be more, or a probe found something).
+   */
+  async #claimFor(round: A[], probe: boolean): Promise<boolean> {
     this.#stats.rounds++;
     this.#stats.claims += round.length;
-    // Submitted in one tick: the committer sends them in one batch, in this order.
+    const out = round.map((a) => {
+      this.#claimer.claiming?.(a);
+      const c: Out = { sent: false, epoch: this.#epoch };
+      this.#out.add(c);
+      return c;
+    });
+    // Submitted in one tick (before this returns: a round riding a batch joins it): the committer
+    // sends them in one batch, in this order.
     const results = await Promise.allSettled(
       round.map((a) => this.#queue.claimMany(a.workerId, a.visibility, a.n, a.minPriority)),
     );
+    let more = false;
     round.forEach((a, i) => {
+      const c = out[i] as Out;
+      this.#out.delete(c);
       const got = results[i] as PromiseSettledResult<Lease[]>;
-      const more = this.#claimer.took(a, got);
-      const found = got.status === "fulfilled" && got.value.length > 0;
-      if (more || (kind === "probe" && found)) this.#full = true;
+      if (got.status === "fulfilled" && got.value.length < a.n && c.epoch === this.#epoch) this.#short(a.minPriority);
+      if (this.#claimer.took(a, got)) more = true;
+      if (probe && got.status === "fulfilled" && got.value.length > 0) more = true;
     });
+    return more;
+  }
+
+  /** A claim at `floor` found fewer messages than it asked for, with nothing changed since it was sent. */
+  #short(floor: number): void {
+    if (this.#shortAt.epoch !== this.#epoch) this.#shortAt = { epoch: this.#epoch, floor };
+    else this.#shortAt.floor = Math.min(this.#shortAt.floor, floor);
   }
 
   /** The next wake, while active: the next due moment or the re-check. A run started since then asks for its own. */
