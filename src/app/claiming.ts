@@ -60,7 +60,7 @@ function ackOutcome(queue: ServedQueue, id: string): Promise<AckOutcome> {
 async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): Promise<Lease[]> {
   let q = queue;
   const once = () => q.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
-  if (input.wait === 0) return once();
+  if (input.wait === 0) return handedOver(q, await once(), ctx.signal);
   const waitMs = input.wait * 1000;
   if (ctx.waits.mode === "native") {
     const got = await q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
