@@ -237,7 +237,8 @@ export class ShardedQueue {
     const n = this.#shards.length;
     const seqs: number[] = new Array(c.rows.length);
     let deduplicated = false;
-    await Promise.all(
+    // Every part settles before the call answers: a failed batch has nothing of it still under way.
+    await settleAll(
       [...parts].map(async ([s, indexes]) => {
         const part: CheckedPublish = {
           ...c,
@@ -673,6 +674,12 @@ async function publishOn(
     delay: r.delay,
   }));
   return { seqs: await shard.publishMany(messages, options), flow: false };
+}
+
+/** Waits for every promise; then fails with the first failure, if any. */
+async function settleAll(all: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(all)).find((r) => r.status === "rejected");
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
 }
 
 /** 1 to MAX_SHARDS shards, each with what a shard needs: refused here, not at the first call. */
