@@ -163,17 +163,17 @@ export function addUp(all: QueueStats[], unreachable: UnreachableShard[] = []): 
 
 /**
  * Each database's counts (`stats(index)`), added up, and those that could not be reached listed
- * instead of failing the whole (`skip(index)`: known to be down, not asked). Fails only when none
+ * instead of failing the whole (`left`: known to be down, not asked). Fails only when none
  * answered, or on an error that is no outage (a bug is not hidden).
  */
 export async function statsAcross(
   count: number,
   stats: (index: number) => Promise<QueueStats>,
-  skip: (index: number) => UnreachableShard | undefined = () => undefined,
+  left: UnreachableShard[] = [],
 ): Promise<QueueStats> {
   const settled = await Promise.all(
     Array.from({ length: count }, async (_, shard) => {
-      const skipped = skip(shard);
+      const skipped = left.find((u) => u.shard === shard);
       if (skipped !== undefined) return { shard, unreachable: skipped };
       try {
         return { shard, stats: await stats(shard) };
@@ -204,30 +204,35 @@ export const OUTAGE_CODES: ReadonlySet<string> = new Set([
   "CLOSED",
 ]);
 
-const outage = (code: string | undefined) =>
+/** What a call across the shards fails with when none of them could be reached. */
+export const outage = (code: string | undefined): QueueError =>
   new QueueError((code ?? "UNAVAILABLE") as QueueErrorCode, "no shard of the queue could be reached");
 
 /**
- * Which shards of a sharded queue were found down, and when to ask them again: what lets calls
- * across the shards (claims, long polls, stats, groups) be served by the others while one is down.
- * A shard whose call failed with an outage is left out of those calls for a cool-down (1 s,
- * doubling to 30 s); then the next such call asks it again (one call at a time: the others still
- * leave it out). Calls addressed to the shard itself (a publish into one of its groups, an ack of
- * one of its leases) always go to it. Kept by whoever keeps the queue: a `ShardedQueue`, or, for a
+ * Which shards of a sharded queue were found down, and when to look again: what lets calls across
+ * the shards (claims, long polls, stats, groups) be served by the others while one is down. A shard
+ * whose call failed with an outage is left out of those calls for a cool-down (1 s, doubling to
+ * 30 s); then the next such call first asks it a cheap read (a probe, given PROBE_MS): answered, the
+ * shard is asked again; not, it is left out for the next cool-down. Calls addressed to the shard
+ * itself (a publish into one of its groups, an ack of one of its leases) always go to it, and any
+ * answer from it ends its outage. Kept by whoever keeps the queue: a `ShardedQueue`, or, for a
  * sharded queue built per request, the app (src/app/queues.ts), per queue.
  */
 export class ShardOutages {
   readonly #down = new Map<number, { code: string; failures: number; retryAt: number }>();
 
-  /** Why shard `index` is left out of a call across the shards now (undefined: ask it). */
-  skip(index: number): UnreachableShard | undefined {
+  /**
+   * Shard `index` for a call across the shards: up (ask it), down (leave it out: why), or due for a
+   * probe (one call at a time: the others leave it out meanwhile).
+   */
+  state(index: number): { kind: "up" } | { kind: "down" | "probe"; unreachable: UnreachableShard } {
     const d = this.#down.get(index);
-    if (d === undefined) return undefined;
+    if (d === undefined) return { kind: "up" };
+    const unreachable = { shard: index, code: d.code };
     const now = Date.now();
-    if (now < d.retryAt) return { shard: index, code: d.code };
-    // Its cool-down is over: this call asks it; the others leave it out until this one is answered.
+    if (now < d.retryAt) return { kind: "down", unreachable };
     d.retryAt = now + COOL_DOWN.max;
-    return undefined;
+    return { kind: "probe", unreachable };
   }
 
   /** Runs `call` on shard `index`, noting whether it was reached. */
@@ -238,19 +243,24 @@ export class ShardOutages {
       return got;
     } catch (e) {
       const err = toQueueError(e);
-      if (OUTAGE_CODES.has(err.code) && err.code !== "CLOSED") {
-        const failures = (this.#down.get(index)?.failures ?? 0) + 1;
-        this.#down.set(index, { code: err.code, failures, retryAt: Date.now() + backoff(failures, COOL_DOWN) });
-      } else {
-        this.#down.delete(index);
-      }
+      if (OUTAGE_CODES.has(err.code) && err.code !== "CLOSED") this.failed(index, err.code);
+      else this.#down.delete(index);
       throw e;
     }
+  }
+
+  /** Shard `index` failed with an outage (or did not answer its probe in time): down for a longer cool-down. */
+  failed(index: number, code: string): void {
+    const failures = (this.#down.get(index)?.failures ?? 0) + 1;
+    this.#down.set(index, { code, failures, retryAt: Date.now() + backoff(failures, COOL_DOWN) });
   }
 }
 
 /** How long a shard found down is left out of calls across the shards, in ms. */
 const COOL_DOWN = { initial: 1000, max: 30_000 } as const;
+
+/** How long a probe of a shard found down may take: past it, the shard stays down (it is not waited for). */
+export const PROBE_MS = 1000;
 
 /**
  * Several writers' samples as one series: a point for each step (the longest of their sample

@@ -42,6 +42,8 @@ import {
   flowOf,
   mergeGroups,
   OUTAGE_CODES,
+  outage,
+  PROBE_MS,
   placeShards,
   SHARD_METHODS,
   type Shard,
@@ -73,6 +75,7 @@ import type {
   Settlement,
   SettleOutcome,
   SubscriptionInput,
+  UnreachableShard,
 } from "./types.js";
 import {
   type CheckedPublish,
@@ -101,6 +104,9 @@ export interface ShardedQueueOptions {
   /** The queue's name, stored in each shard's place on first use (default: a random one). */
   queue?: string;
 }
+
+/** The shards a call across them asks, and those it leaves out (found down). */
+type Asking = { asking: number[]; left: UnreachableShard[] };
 
 /** Something that settles leases as its own ids name them (a shard, through #on). */
 type Settler = { settle(s: Settlement[]): Promise<SettleOutcome[]> };
@@ -285,9 +291,9 @@ export class ShardedQueue {
     const count = this.#shards.length;
     const start = this.#turn++ % count;
     const order = Array.from({ length: count }, (_, k) => (start + k) % count);
-    // The shards found down sit this claim out (unless all are).
-    const up = order.filter((s) => this.#outages.skip(s) === undefined);
-    const asking = up.length > 0 ? up : order;
+    // The shards found down sit this claim out.
+    const available = this.#asking(order);
+    const { asking } = available instanceof Promise ? await available : available;
     const failures: unknown[] = [];
     const claim = (s: number, k: number) =>
       this.#claimOn<E>(s, c, k).catch((e: unknown) => {
@@ -397,11 +403,11 @@ export class ShardedQueue {
    * answered.
    */
   async stats(): Promise<QueueStats> {
-    return statsAcross(
-      this.#shards.length,
-      (i) => this.#on(i, (s) => s.stats()),
-      (i) => this.#outages.skip(i),
+    const { left } = await this.#asking(
+      this.#shards.map((_, i) => i),
+      { orNone: true },
     );
+    return statsAcross(this.#shards.length, (i) => this.#on(i, (s) => s.stats()), left);
   }
 
   /**
@@ -588,7 +594,7 @@ export class ShardedQueue {
    * or on a failure that is no outage.
    */
   async #reachable<T>(call: (shard: Shard) => Promise<T>): Promise<T[]> {
-    const asked = this.#shards.map((_, i) => i).filter((i) => this.#outages.skip(i) === undefined);
+    const { asking: asked } = await this.#asking(this.#shards.map((_, i) => i));
     const settled = await Promise.allSettled(asked.map((i) => this.#on(i, call)));
     const got = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
     const failed = settled.flatMap((r) => (r.status === "rejected" ? [toQueueError(r.reason)] : []));
@@ -596,6 +602,52 @@ export class ShardedQueue {
     if (fault !== undefined) throw fault;
     if (got.length === 0) throw failed[0] ?? new QueueError("UNAVAILABLE", "no shard of the queue could be reached");
     return got;
+  }
+
+  /**
+   * Of `order`, the shards a call across the shards asks: those up, and those found down that answer
+   * a probe now (given PROBE_MS); `left`: the others, and why. Synchronous when no probe is due (the
+   * calls then start in this tick). Fails when none is left to ask, unless `orNone`.
+   */
+  #asking(order: number[], o: { orNone?: boolean } = {}): Asking | Promise<Asking> {
+    const up: number[] = [];
+    const left: UnreachableShard[] = [];
+    const due: UnreachableShard[] = [];
+    for (const i of order) {
+      const state = this.#outages.state(i);
+      if (state.kind === "up") up.push(i);
+      else (state.kind === "down" ? left : due).push(state.unreachable);
+    }
+    const answer = (): Asking => {
+      if (up.length === 0 && o.orNone !== true) throw outage(left[0]?.code);
+      return { asking: order.filter((i) => up.includes(i)), left };
+    };
+    if (due.length === 0) return answer();
+    return Promise.all(
+      due.map(async (u) => {
+        if (await this.#probe(u.shard, u.code)) up.push(u.shard);
+        else left.push(u);
+      }),
+    ).then(answer);
+  }
+
+  /** Whether shard `index`, found down, answers a cheap read within PROBE_MS (past it, it is not waited for). */
+  async #probe(index: number, code: string): Promise<boolean> {
+    const read = this.#on<unknown>(index, (s) => (s.nextDueAt ? s.nextDueAt() : s.stats())).then(
+      () => true,
+      () => false,
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), PROBE_MS);
+    });
+    try {
+      const answered = await Promise.race([read, late]);
+      if (answered === undefined) this.#outages.failed(index, code);
+      return answered === true;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** The check of the shards' places, while it is under way (undefined once done). */
