@@ -5,7 +5,7 @@
  * transport elsewhere). A queue of several databases is a ShardedQueue over them.
  */
 import { type DatabaseProvider, sqldNamespaces, staticDatabases, tursoDatabases } from "../core/databases.js";
-import { QueueError } from "../core/errors.js";
+import { QueueError, type QueueErrorCode } from "../core/errors.js";
 import { QueueCatalog, type QueueInfo, type ResolvedQueue } from "../core/queues.js";
 import { ShardedQueue, ShardOutages } from "../core/sharded.js";
 import type { DatabaseAccess, Placement, ServedQueue } from "./context.js";
@@ -80,7 +80,16 @@ export function catalogFor(config: Config, access: DatabaseAccess): QueueCatalog
       open: async (db, { queue, index }) => {
         const at = placementOf(queue, index, config);
         const q = await entry.access.open(db, at);
-        return { stats: () => q.stats(), ready: () => entry.access.prepare(db, at) };
+        const outages = outagesOf(queue.name);
+        return {
+          // A shard found down is listed as such at once, not waited for (its calls will find it back).
+          stats: () => {
+            const down = outages.down(index);
+            if (down === undefined) return outages.track(index, () => q.stats());
+            return Promise.reject(new QueueError(down.code as QueueErrorCode, `shard ${index} is down`));
+          },
+          ready: () => entry.access.prepare(db, at),
+        };
       },
     }),
   };

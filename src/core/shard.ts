@@ -235,6 +235,12 @@ export class ShardOutages {
     return { kind: "probe", unreachable };
   }
 
+  /** Why shard `index` is down (found down and not answered since), without asking it; undefined while it is up. */
+  down(index: number): UnreachableShard | undefined {
+    const d = this.#down.get(index);
+    return d === undefined ? undefined : { shard: index, code: d.code };
+  }
+
   /** Runs `call` on shard `index`, noting whether it was reached. */
   async track<T>(index: number, call: () => Promise<T>): Promise<T> {
     try {
