@@ -30,7 +30,7 @@ import { ScheduleClock } from "./app/writer/schedules.js";
 import type { Database } from "./core/databases.js";
 import { keyRingOf } from "./core/keys.js";
 import { catalogStoreOf } from "./core/queues.js";
-import { type ShardOf, shardLease } from "./core/shard.js";
+import { placeShard, type ShardOf, shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
 import type { Lease } from "./core/types.js";
 
@@ -194,6 +194,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     const db: Database = this.#target.database;
     const access = this.#transports(config, this.env);
     const queue = (await access.open(db, { hint: undefined, shard: this.#target.shard })) as LibsqlTransport;
+    // A database serves as one shard of one queue: asked as another, it refuses (SHARD_MISMATCH).
+    await placeShard(queue, target.shard);
     if (this.#meter === undefined) {
       this.#meter = new Meter(queue, {
         store: {

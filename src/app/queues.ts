@@ -5,9 +5,9 @@
  * transport elsewhere). A queue of several databases is a ShardedQueue over them.
  */
 import { type DatabaseProvider, sqldNamespaces, staticDatabases, tursoDatabases } from "../core/databases.js";
-import { QueueError } from "../core/errors.js";
+import { QueueError, type QueueErrorCode } from "../core/errors.js";
 import { QueueCatalog, type QueueInfo, type ResolvedQueue } from "../core/queues.js";
-import { ShardedQueue } from "../core/sharded.js";
+import { ShardedQueue, ShardOutages } from "../core/sharded.js";
 import type { DatabaseAccess, Placement, ServedQueue } from "./context.js";
 import type { Config } from "./env.js";
 
@@ -48,7 +48,7 @@ export function providerOf(config: Config): DatabaseProvider {
 /** Where the `index`-th database of `queue` is served from. */
 export const placementOf = (queue: QueueInfo, index: number, config: Config): Placement => ({
   hint: queue.locationHint ?? config.locationHint,
-  shard: { index, count: queue.shards },
+  shard: { index, count: queue.shards, queue: queue.name },
 });
 
 /**
@@ -80,7 +80,16 @@ export function catalogFor(config: Config, access: DatabaseAccess): QueueCatalog
       open: async (db, { queue, index }) => {
         const at = placementOf(queue, index, config);
         const q = await entry.access.open(db, at);
-        return { stats: () => q.stats(), ready: () => entry.access.prepare(db, at) };
+        const outages = outagesOf(queue.name);
+        return {
+          // A shard found down is listed as such at once, not waited for (its calls will find it back).
+          stats: () => {
+            const down = outages.down(index);
+            if (down === undefined) return outages.track(index, () => q.stats());
+            return Promise.reject(new QueueError(down.code as QueueErrorCode, `shard ${index} is down`));
+          },
+          ready: () => entry.access.prepare(db, at),
+        };
       },
     }),
   };
@@ -92,10 +101,25 @@ export function catalogFor(config: Config, access: DatabaseAccess): QueueCatalog
 export async function serve(config: Config, access: DatabaseAccess, queue: ResolvedQueue): Promise<ServedQueue> {
   const shards = await Promise.all(queue.databases.map((db, i) => access.open(db, placementOf(queue, i, config))));
   if (shards.length === 1) return shards[0] as ServedQueue;
-  return new ShardedQueue(shards, { turn: nextTurn(queue.name) });
+  return new ShardedQueue(shards, { turn: nextTurn(queue.name), outages: outagesOf(queue.name), queue: queue.name });
 }
 
 const turns = new Map<string, number>();
+const outages = new Map<string, ShardOutages>();
+
+/**
+ * Which shards of a sharded queue this isolate found down, kept across its requests (a ShardedQueue
+ * is built per request), so that a shard down holds back none of the next requests either.
+ */
+function outagesOf(name: string): ShardOutages {
+  let kept = outages.get(name);
+  if (kept === undefined) {
+    if (outages.size > 1000) outages.clear();
+    kept = new ShardOutages();
+    outages.set(name, kept);
+  }
+  return kept;
+}
 
 /**
  * Where the claims of a sharded queue built for one request start: one shard further each time in

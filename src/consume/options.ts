@@ -4,7 +4,7 @@
  */
 import type { Backoff } from "../core/backoff.js";
 import { invalid } from "../core/errors.js";
-import type { Lease, Settlement, SettleOutcome } from "../core/types.js";
+import type { Lease, LeaseQueue } from "../core/types.js";
 import {
   checkDelay,
   checkInteger,
@@ -15,36 +15,12 @@ import {
 } from "../core/validate.js";
 import { describe, IDLE_POLL } from "../rules.js";
 
-/** What consume() needs of a queue. `LibsqlTransport` is one, `ShardedQueue` another, and so is the HTTP client. */
-export interface ConsumerQueue {
-  /**
-   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
-   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
-   * no leases, or an error) when `signal` aborts, which consume() does when it stops.
-   */
-  claimMany<E = unknown>(
-    workerId: string,
-    visibility: number,
-    n: number,
-    minPriority?: number,
-    options?: { wait?: number; signal?: AbortSignal },
-  ): Promise<Lease<E>[]>;
-  ack(lease: Lease<unknown>): Promise<unknown>;
-  /** May answer `{ deadLettered: true }` when the message used its last attempt. */
-  nack(lease: Lease<unknown>, delay?: number): Promise<unknown>;
-  /** Gives back a lease no handler will run, without spending the message's attempt. */
-  release(lease: Lease<unknown>): Promise<unknown>;
-  /**
-   * Acks, nacks and releases many leases in one call, each with its own outcome (LibsqlTransport,
-   * ShardedQueue and the HTTP client have it). Without it, consume() settles lease by lease.
-   */
-  settle?(settlements: Settlement[]): Promise<SettleOutcome[]>;
-  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
-  /**
-   * Longest wait (seconds) this queue's claimMany accepts. When set, an idle consumer long-polls
-   * with it instead of sleeping between claims.
-   */
-  readonly maxClaimWait?: number | undefined;
+/**
+ * What consume() needs of a queue: claims and settles (`LeaseQueue`, what a sharded queue needs of
+ * each shard too), and, for a queue over shards, how to claim one of them. `LibsqlTransport` is one,
+ * `ShardedQueue` another, and so is the HTTP client.
+ */
+export interface ConsumerQueue extends LeaseQueue {
   /** The queue's name, in traces and metrics (`messaging.destination.name`; default `default`). */
   readonly name?: string;
   /**

@@ -134,6 +134,19 @@ export const Stats = v.object({
     ),
     v.description("The groups most behind (at most 5), the most behind first, from the oldest 20 messages."),
   ),
+  unreachable_shards: v.optional(
+    v.pipe(
+      v.array(
+        v.object({
+          shard: v.pipe(v.number(), v.description("The shard's index (`seq % 16` of its messages).")),
+          code: v.pipe(v.string(), v.description("What it failed with: `UNAVAILABLE`, `TIMEOUT`, ...")),
+        }),
+      ),
+      v.description(
+        "A sharded queue's shards that could not be reached: the counts above are the other shards'. Absent when every shard answered.",
+      ),
+    ),
+  ),
 });
 
 export const QueuedMessage = v.object({

@@ -47,6 +47,10 @@ export const ERRORS = {
     "The database did not answer in time; a write may have been applied: retry a publish with the same Idempotency-Key (with `Retry-After`).",
   ],
   CLOSED: [503, "The transport was closed (with `Retry-After`)."],
+  SHARD_MISMATCH: [
+    503,
+    "A database of the queue is stored as another shard, or of another queue, than the configuration lists it as (QUEUE_DATABASES maps it elsewhere); nothing was done, and retrying will not help until the configuration is put right.",
+  ],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -111,6 +111,7 @@ export function statsToWire(s: QueueStats): W.Stats {
     now: s.now,
     oldest_age: s.oldestAge,
     lag: s.lag.map((l) => ({ group_id: l.groupId, age: l.age })),
+    ...(s.unreachableShards === undefined ? {} : { unreachable_shards: s.unreachableShards }),
   };
 }
 
@@ -130,6 +131,7 @@ export function statsFromWire(w: W.Stats): QueueStats {
     // An API older than these fields answers neither.
     oldestAge: w.oldest_age ?? null,
     lag: (w.lag ?? []).map((l) => ({ groupId: l.group_id, age: l.age })),
+    ...(w.unreachable_shards === undefined ? {} : { unreachableShards: w.unreachable_shards }),
   };
 }
 

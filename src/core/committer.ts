@@ -28,7 +28,7 @@ import {
   type WriteEngine,
   type WriteSpec,
 } from "./engine.js";
-import { isRetryable, QueueError, toQueueError } from "./errors.js";
+import { closed, isRetryable, QueueError, toQueueError } from "./errors.js";
 import type { Health } from "./health.js";
 import type { Send } from "./hrana.js";
 import type { Plan } from "./sql/index.js";
@@ -411,7 +411,7 @@ function needsReorder(batch: Pending<unknown>[]): boolean {
   return false;
 }
 
-const closedError = (outcomeUnknown = false) => new QueueError("CLOSED", "the transport is closed", { outcomeUnknown });
+const closedError = (outcomeUnknown = false) => closed({ outcomeUnknown });
 
 /** The plan a write sends now: its resend plan once an earlier request may have applied. */
 const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);

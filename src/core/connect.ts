@@ -9,7 +9,7 @@ import { DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, plainN
 import { backoff, RETRY_MS, sleepOrThrow, withTimeout } from "./backoff.js";
 import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
-import { invalid, isRetryable, QueueError, toQueueError } from "./errors.js";
+import { closed, invalid, isRetryable, QueueError, toQueueError } from "./errors.js";
 import { Health } from "./health.js";
 import { httpUrlOf, httpWriter } from "./hrana.js";
 import { localOf } from "./local.js";
@@ -128,36 +128,38 @@ export interface Connection {
   readPlan<T>(plan: Plan<T>): Promise<T>;
   /** What its requests found: outages, and answers after them. */
   health: Health;
+  /** Closes the write path (and the client, when it opened it): every call after fails with CLOSED. */
+  close(): void;
 }
 
 /** Opens `database` (a `file:` path or bare path, `:memory:`, an `http(s)://` or `libsql://` URL) and ensures the schema. */
 export async function connect(database: string, options: TransportOptions): Promise<Connection> {
   const settings = settingsOf(options);
   const config = clientConfig(database, options, settings);
-  const local = config.url === ":memory:" || (/^file:/i.test(config.url) && !options.syncUrl);
+  const local = options.syncUrl ? undefined : localFile(database);
   let client: Client;
   try {
     if (local) {
       // Node only: a plain local file goes through the driver directly, with cached statements.
       const { openLocal } = await import("./local.js");
-      client = await openLocal(
-        config.url === ":memory:" ? ":memory:" : config.url.replace(/^file:(\/\/)?/i, "").replace(/\?.*$/, ""),
-      );
+      client = await openLocal(local.path);
     } else {
       const { createClient } = await import("@libsql/client");
       client = createClient(config);
     }
   } catch (e) {
-    throw invalid("database", toQueueError(e).message);
+    // An embedded replica whose primary cannot be reached is an outage, not a bad argument.
+    const err = toQueueError(e);
+    throw isRetryable(err) ? err : invalid("database", err.message);
   }
   // Over HTTP the write batch goes out through hrana.ts (the same request, less work per batch).
   const http = /^https?:/i.test(config.url)
     ? { url: config.url, authToken: config.authToken, fetch: config.fetch as typeof fetch }
     : undefined;
-  const conn = connection(client, settings, { ownsClient: true, autoKeys: !local, http });
+  const conn = connection(client, settings, { ownsClient: true, autoKeys: local === undefined, http });
   try {
     if (options.syncUrl) await client.sync();
-    if (local && config.url !== ":memory:") {
+    if (local && local.path !== ":memory:" && !local.readOnly) {
       // WAL lets readers and the single writer overlap; the Python transports open it the same way.
       await client.execute("PRAGMA journal_mode=WAL");
       // FULL (the default) syncs every commit; NORMAL survives a crash of the process, not of the OS.
@@ -165,8 +167,7 @@ export async function connect(database: string, options: TransportOptions): Prom
     }
     if (options.ensureSchema !== false) await ensureSchema(conn);
   } catch (e) {
-    conn.writes.close();
-    client.close();
+    conn.close();
     throw toQueueError(e);
   }
   return conn;
@@ -202,7 +203,16 @@ function connection(
     { ...settings, health },
     localOf(client) ?? (o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"))),
   );
-  const read = (stmt: InStatement) => readWithRetries(client, stmt, settings, health);
+  let isClosed = false;
+  const read = async (stmt: InStatement) => {
+    if (isClosed) throw closed();
+    try {
+      return await readWithRetries(client, stmt, settings, health);
+    } catch (e) {
+      // A read under way when the transport closed failed for that reason, whatever the client said.
+      throw isClosed ? closed({ cause: e }) : e;
+    }
+  };
   return {
     client,
     writes,
@@ -211,6 +221,11 @@ function connection(
     ownsClient: o.ownsClient,
     autoKeys: o.autoKeys,
     read,
+    close() {
+      isClosed = true;
+      writes.close();
+      if (o.ownsClient) client.close();
+    },
     async readPlan(plan) {
       const results: ResultSet[] = [];
       for (const s of plan.stmts) results.push(await read(s));
@@ -291,17 +306,43 @@ function settingsOf(o: TransportOptions): Settings {
   };
 }
 
+/** The URL schemes a database may be named by (a name without one is a path). */
+const SCHEMES = /^(file|https?|wss?|libsql):/i;
+
+/**
+ * A local database as the driver opens it (SQLite's own rules): a `file:` URI as it is (its path
+ * percent-decoded, `file:///p` and `file://localhost/p` alike, `?mode=ro` and SQLite's other
+ * parameters honoured), a bare path as the file name it is (a `?` or `%` in it is part of the
+ * name), `:memory:`. Undefined for a URL of a server.
+ */
+export function localFile(database: string): { path: string; readOnly: boolean } | undefined {
+  if (database === ":memory:") return { path: database, readOnly: false };
+  if (!/^file:/i.test(database)) return SCHEMES.test(database) ? undefined : { path: database, readOnly: false };
+  const uri = `file:${database.slice(5)}`;
+  const query = new URLSearchParams(uri.split("#")[0]?.split("?")[1] ?? "");
+  return { path: uri, readOnly: query.get("mode") === "ro" || query.get("immutable") === "1" };
+}
+
 /** `database` and the options as a client config. */
 function clientConfig(database: string, o: TransportOptions, s: Settings): Config {
   if (typeof database !== "string" || database.length === 0) throw invalid("database", "must be a non-empty string");
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(database)?.[1];
+  if (scheme !== undefined && !SCHEMES.test(`${scheme}:`)) {
+    throw invalid("database", `${scheme}:// is not a database URL (a path, a file: URI, http(s):// or libsql://)`);
+  }
+  const host = /^file:\/\/([^/?#]*)/i.exec(database)?.[1];
+  if (host !== undefined && host !== "" && host.toLowerCase() !== "localhost") {
+    throw invalid("database", `a file: URI names no host but localhost, got ${JSON.stringify(host)}`);
+  }
   let url = database;
   if (url === ":memory:") {
     // as is
   } else if (/^libsql:/i.test(url)) {
     // libsql:// means "pick for me"; we pick HTTP so that every operation is one request.
     url = url.replace(/^libsql:/i, /[?&]tls=0/.test(url) ? "http:" : "https:");
-  } else if (!/^(file|https?|wss?):/i.test(url)) {
-    url = `file:${url}`;
+  } else if (!SCHEMES.test(url)) {
+    // A path (an embedded replica's: the client takes a file: URL).
+    url = `file:${encodeURI(url).replace(/[?#]/g, encodeURIComponent)}`;
   }
   if (o.syncUrl !== undefined && !/^file:/i.test(url)) {
     throw invalid("database", "an embedded replica (syncUrl) needs a file: path");

@@ -40,6 +40,11 @@ export type QueueErrorCode =
   | "UNAUTHORIZED"
   /** The transport was closed. */
   | "CLOSED"
+  /**
+   * A database is not the shard of its queue that it is listed as (the list in another order, one
+   * more or fewer, or one database twice): nothing was done.
+   */
+  | "SHARD_MISMATCH"
   /** Any other error the database reported. */
   | "DATABASE";
 
@@ -84,8 +89,50 @@ export const isRetryable = (e: QueueError<string>): boolean =>
 const statusOf = (chain: unknown[]) =>
   chain.map((c) => (c as { status?: unknown }).status).find((s): s is number => typeof s === "number");
 
+// The errors about one message name its seq: each is built here, from the seq, so that a sharded
+// queue can name its own seq instead of its shard's (`namingSeq`).
+
 export const noDeadLetter = (seq: number): QueueError =>
   new QueueError("DEAD_LETTER_NOT_FOUND", `seq: no dead letter ${seq}`, { field: "seq" });
+
+export const leaseLost = (seq: number): QueueError =>
+  new QueueError(
+    "LEASE_LOST",
+    `lease: message ${seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`,
+    { field: "lease" },
+  );
+
+export const leaseGone = (seq: number): QueueError =>
+  new QueueError("LEASE_NOT_FOUND", `lease: message ${seq} no longer exists (acked or dead-lettered)`, {
+    field: "lease",
+  });
+
+const ABOUT_A_SEQ: Readonly<Record<string, (seq: number) => QueueError>> = {
+  DEAD_LETTER_NOT_FOUND: noDeadLetter,
+  LEASE_LOST: leaseLost,
+  LEASE_NOT_FOUND: leaseGone,
+};
+
+/** `e`, or, where it is about one message, the same error naming that message `seq` (a sharded queue's own). */
+export function namingSeq(e: unknown, seq: number): unknown {
+  const build = e instanceof QueueError ? ABOUT_A_SEQ[e.code] : undefined;
+  if (build === undefined) return e;
+  const q = e as QueueError;
+  return new QueueError(q.code, build(seq).message, {
+    field: build(seq).field,
+    cause: q,
+    outcomeUnknown: q.outcomeUnknown,
+    retryAfterMs: q.retryAfterMs,
+  });
+}
+
+export const idempotencyConflict = (): QueueError =>
+  new QueueError("IDEMPOTENCY_CONFLICT", "idempotencyKey: this key was already used for a different request", {
+    field: "idempotencyKey",
+  });
+
+export const closed = (o: { outcomeUnknown?: boolean; cause?: unknown } = {}): QueueError =>
+  new QueueError("CLOSED", "the transport is closed", o);
 
 export const invalid = (field: string, problem: string): QueueError =>
   new QueueError("INVALID_ARGUMENT", `${field}: ${problem}`, { field });
@@ -99,10 +146,11 @@ const NETWORK_CODE =
   /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_|UND_ERR|HRANA_(CLOSED|WEBSOCKET|PROTO)|STREAM_EXPIRED|PROXY_ERROR)/;
 /**
  * What a lost connection says: undici ("fetch failed", "other side closed", "terminated"), Node
- * ("socket hang up"), workerd ("Network connection lost."), Safari-like runtimes.
+ * ("socket hang up"), workerd ("Network connection lost."), Safari-like runtimes, an embedded
+ * replica's sync ("error trying to connect: tcp connect error: Connection refused").
  */
 const NETWORK_TEXT =
-  /fetch failed|socket hang up|other side closed|terminated|network connection (was )?lost|connection reset|broken pipe/i;
+  /fetch failed|socket hang up|other side closed|terminated|network connection (was )?lost|connection reset|connection refused|error trying to connect|broken pipe/i;
 
 function errorChain(e: unknown): unknown[] {
   const out: unknown[] = [];
@@ -194,7 +242,7 @@ export function toQueueError(e: unknown): QueueError {
     });
   }
   if (codes.includes("CLIENT_CLOSED")) {
-    return new QueueError("CLOSED", "the transport is closed", { cause: e });
+    return closed({ cause: e });
   }
   if (codes.includes("TRANSACTION_TIMEOUT")) {
     // The database rolled the batch back: it held its transaction open too long.

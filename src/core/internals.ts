@@ -6,6 +6,8 @@
  */
 import type { Connection } from "./connect.js";
 import type { BatchWatcher } from "./engine.js";
+import type { Published } from "./sql/publish.js";
+import type { CheckedPublish } from "./validate.js";
 
 export type { Change } from "./engine.js";
 
@@ -26,6 +28,14 @@ export class Internals {
   readonly #subscriptions = new Set<() => void>();
   readonly #schedules = new Set<() => void>();
   readonly #counts = new Set<CountListener>();
+
+  /**
+   * Publishes what was checked already (./validate.ts `checkPublish`): a sharded queue checks and
+   * encodes once, then routes each part here. Set by the transport.
+   */
+  publish: (checked: CheckedPublish, name: "publish" | "publishMany") => Promise<Published> = () => {
+    throw new TypeError("not attached");
+  };
 
   constructor(conn: Connection) {
     this.conn = conn;
@@ -86,6 +96,11 @@ export function attach(transport: object, conn: Connection): Internals {
   const internals = new Internals(conn);
   byTransport.set(transport, internals);
   return internals;
+}
+
+/** The internals of a LibsqlTransport; undefined for anything else (a writer, the HTTP client). */
+export function maybeInternalsOf(transport: object): Internals | undefined {
+  return byTransport.get(transport);
 }
 
 /** The internals of a LibsqlTransport. */

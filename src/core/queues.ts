@@ -21,9 +21,9 @@ import {
   shardDatabaseName,
 } from "../rules.js";
 import type { Database, DatabaseProvider } from "./databases.js";
-import { invalid, QueueError, toQueueError } from "./errors.js";
+import { invalid, QueueError, type QueueErrorCode, toQueueError } from "./errors.js";
 import { internalsOf } from "./internals.js";
-import { addUp } from "./shard.js";
+import { statsAcross } from "./shard.js";
 import {
   addQueuePlan,
   getQueuePlan,
@@ -243,6 +243,17 @@ export class QueueCatalog {
     if (queue === undefined) return false;
     if (options.force !== true) {
       const s = await this.countOf(queue);
+      const down = s.unreachableShards?.[0];
+      if (down !== undefined) {
+        // What it holds cannot be counted: nothing is dropped unseen.
+        throw new QueueError(
+          down.code as QueueErrorCode,
+          `queue: shard ${down.shard} of ${name} could not be reached`,
+          {
+            field: "queue",
+          },
+        );
+      }
       const messages = s.ready + s.waiting + s.inFlight + s.parked + s.delayed;
       if (messages > 0 || s.deadLetters > 0) {
         throw new QueueError(
@@ -259,19 +270,19 @@ export class QueueCatalog {
     return true;
   }
 
-  /** Where a queue's messages are: each shard's stats, added up. */
+  /**
+   * Where a queue's messages are: each shard's stats, added up; a shard that cannot be reached is
+   * listed in `unreachableShards` (failing only when none answered).
+   */
   async countOf(q: ResolvedQueue): Promise<QueueStats> {
-    const all = await Promise.all(
-      q.databases.map(async (db, index) => {
-        const t = await this.#open(db, { queue: q, index });
-        try {
-          return await t.stats();
-        } finally {
-          t.close?.();
-        }
-      }),
-    );
-    return addUp(all);
+    return statsAcross(q.databases.length, async (index) => {
+      const t = await this.#open(q.databases[index] as Database, { queue: q, index });
+      try {
+        return await t.stats();
+      } finally {
+        t.close?.();
+      }
+    });
   }
 
   async #locate(row: QueueRow): Promise<ResolvedQueue> {

@@ -280,6 +280,26 @@ END`,
 ];
 
 /**
+ * Version 9: where a database stands in a sharded queue, and what a dead letter keeps.
+ * - `tq_shard` (one row, written on first use by a queue of several databases): the queue's
+ *   identity, this database's shard index and the shard count. A queue opened over its databases
+ *   in another order, one more or fewer, or one listed twice, is refused (src/core/shard.ts,
+ *   `placeShard`). A database of one queue alone never gets the row.
+ * - `tq_dead_letters.trace`: the trace context the message was published in, which a redrive
+ *   gives back to it (`tq_trace`).
+ */
+const SHARD_OBJECTS = [
+  `CREATE TABLE IF NOT EXISTS tq_shard (
+  id        INTEGER PRIMARY KEY CHECK (id = 1),
+  queue     TEXT NOT NULL,
+  shard     INTEGER NOT NULL,
+  shards    INTEGER NOT NULL,
+  placed_at REAL NOT NULL
+) WITHOUT ROWID`,
+  "ALTER TABLE tq_dead_letters ADD COLUMN trace TEXT",
+];
+
+/**
  * Version 1 kept leases in `tq_deliveries` (one row per leased message), walked every group in
  * round-robin order, and stored every idempotency key with an expiry. Its leases stay valid: a
  * lease id is `<seq>.<token>` in both versions.
@@ -319,6 +339,7 @@ const VERSIONS: Array<{ version: number; steps: string[] }> = [
   { version: 6, steps: [...V6_STEPS] },
   { version: 7, steps: [...KEYS_OBJECTS] },
   { version: 8, steps: [...FLOW_OBJECTS] },
+  { version: 9, steps: [...SHARD_OBJECTS] },
 ];
 
 export const SCHEMA_VERSION = (VERSIONS.at(-1) as { version: number }).version;

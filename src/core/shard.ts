@@ -4,6 +4,11 @@
  * histories up, reaching a shard's subscriptions.
  */
 import { leaseId, MAX_SHARDS, shardedSeq } from "../rules.js";
+import { backoff } from "./backoff.js";
+import { QueueError, type QueueErrorCode, toQueueError } from "./errors.js";
+import { type Internals, maybeInternalsOf } from "./internals.js";
+import { randomToken } from "./random.js";
+import { placeShardPlan, type ShardPlace, shardPlacePlan } from "./sql/shard.js";
 import { deleteSubscription, listSubscriptions, putSubscription, type StoredSubscription } from "./subscriptions.js";
 import type {
   DeadLetter,
@@ -11,6 +16,7 @@ import type {
   GroupFlowInput,
   GroupInfo,
   Lease,
+  LeaseQueue,
   NackResult,
   PublishInput,
   PublishOptions,
@@ -27,23 +33,25 @@ import type {
   SettleOutcome,
   Subscription,
   SubscriptionInput,
+  UnreachableShard,
 } from "./types.js";
 
-/** What a sharded queue needs of each shard: LibsqlTransport has it, and so does the HTTP client. */
-export interface Shard {
+/**
+ * What a sharded queue needs of each shard: claims and settles as consume() needs them of a queue
+ * (`LeaseQueue`), publishes and reads. LibsqlTransport has it, a writer at the edge (WriterQueue),
+ * and so does the HTTP client.
+ */
+export interface Shard extends LeaseQueue {
   publishMany(messages: PublishInput[], options?: PublishOptions): Promise<number[]>;
-  claimMany<E = unknown>(
-    workerId: string,
-    visibility: number,
-    n: number,
-    minPriority?: number,
-    options?: { wait?: number; signal?: AbortSignal },
-  ): Promise<Lease<E>[]>;
-  ack(lease: string): Promise<unknown>;
-  nack(lease: string, delay?: number): Promise<NackResult>;
-  release(lease: string): Promise<unknown>;
+  /**
+   * Records an idempotency key for a request stored on other shards; answers the token its parts
+   * are stored under (LibsqlTransport `reserveKey`). Without it, a key is kept per shard only.
+   */
+  reserveKey?(key: string, fingerprint: string): Promise<string>;
+  nack(lease: Lease | string, delay?: number): Promise<NackResult>;
   settle(settlements: Settlement[]): Promise<SettleOutcome[]>;
   extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  extend(leaseId: string, visibility: number): Promise<{ id: string; expiresAt: number }>;
   stats(): Promise<QueueStats>;
   groups(options?: { limit?: number }): Promise<GroupInfo[]>;
   deadLetters<E = unknown>(options?: { groupId?: string; afterSeq?: number; limit?: number }): Promise<DeadLetter<E>[]>;
@@ -77,15 +85,32 @@ export interface Shard {
   ): Promise<Subscription & { signingSecret: string; nextSigningSecret: string | undefined }>;
   subscriptions?(): Promise<Subscription[]>;
   unsubscribe?(name: string): Promise<boolean>;
-  /** Set when the shard's claims may wait for a message (a long poll). */
-  readonly maxClaimWait?: number | undefined;
   close?(): void;
 }
 
-/** Which shard of its queue a database is: the `index`-th of `count`. */
+/** What every shard must have: a sharded queue refuses anything without them when it is made. */
+export const SHARD_METHODS = [
+  "publishMany",
+  "claimMany",
+  "ack",
+  "nack",
+  "release",
+  "settle",
+  "extend",
+  "stats",
+  "groups",
+  "deadLetters",
+  "redrive",
+  "deleteDeadLetter",
+  "peek",
+  "purge",
+] as const satisfies ReadonlyArray<keyof Shard>;
+
+/** Which shard of its queue a database is: the `index`-th of `count`, of the queue `queue` (its name, where it has one). */
 export interface ShardOf {
   index: number;
   count: number;
+  queue?: string | undefined;
 }
 
 /** A shard's lease as its sharded queue names it (its seq and id name the shard). */
@@ -97,9 +122,10 @@ export function shardLease<E>(l: Lease<E>, shard: ShardOf): Lease<E> {
 
 /**
  * The counts of several databases, added up; `now` is the latest of their clocks, the oldest age
- * the oldest of theirs, the lag the groups most behind among theirs.
+ * the oldest of theirs, the lag the groups most behind among theirs. `unreachable`: the shards that
+ * did not answer (listed; their counts are missing from the sums).
  */
-export function addUp(all: QueueStats[]): QueueStats {
+export function addUp(all: QueueStats[], unreachable: UnreachableShard[] = []): QueueStats {
   const sum = (
     k:
       | "ready"
@@ -131,8 +157,116 @@ export function addUp(all: QueueStats[]): QueueStats {
     now: Math.max(...all.map((s) => s.now)),
     oldestAge: ages.length > 0 ? Math.max(...ages) : null,
     lag,
+    ...(unreachable.length > 0 ? { unreachableShards: unreachable } : {}),
   };
 }
+
+/**
+ * Each database's counts (`stats(index)`), added up, and those that could not be reached listed
+ * instead of failing the whole (`left`: known to be down, not asked). Fails only when none
+ * answered, or on an error that is no outage (a bug is not hidden).
+ */
+export async function statsAcross(
+  count: number,
+  stats: (index: number) => Promise<QueueStats>,
+  left: UnreachableShard[] = [],
+): Promise<QueueStats> {
+  const settled = await Promise.all(
+    Array.from({ length: count }, async (_, shard) => {
+      const skipped = left.find((u) => u.shard === shard);
+      if (skipped !== undefined) return { shard, unreachable: skipped };
+      try {
+        return { shard, stats: await stats(shard) };
+      } catch (e) {
+        const err = toQueueError(e);
+        if (!OUTAGE_CODES.has(err.code)) throw err;
+        return { shard, unreachable: { shard, code: err.code }, error: err };
+      }
+    }),
+  );
+  const answered = settled.flatMap((r) => (r.stats === undefined ? [] : [r.stats]));
+  if (answered.length === 0) {
+    const failed = settled.find((r) => "error" in r && r.error !== undefined);
+    throw failed && "error" in failed ? failed.error : outage(settled[0]?.unreachable?.code);
+  }
+  return addUp(
+    answered,
+    settled.flatMap((r) => (r.unreachable === undefined ? [] : [r.unreachable])),
+  );
+}
+
+/** The codes of a shard that could not be reached (or refuses as blocked), as opposed to a fault. */
+export const OUTAGE_CODES: ReadonlySet<string> = new Set([
+  "UNAVAILABLE",
+  "TIMEOUT",
+  "BLOCKED",
+  "UNAUTHORIZED",
+  "CLOSED",
+]);
+
+/** What a call across the shards fails with when none of them could be reached. */
+export const outage = (code: string | undefined): QueueError =>
+  new QueueError((code ?? "UNAVAILABLE") as QueueErrorCode, "no shard of the queue could be reached");
+
+/**
+ * Which shards of a sharded queue were found down, and when to look again: what lets calls across
+ * the shards (claims, long polls, stats, groups) be served by the others while one is down. A shard
+ * whose call failed with an outage is left out of those calls for a cool-down (1 s, doubling to
+ * 30 s); then the next such call first asks it a cheap read (a probe, given PROBE_MS): answered, the
+ * shard is asked again; not, it is left out for the next cool-down. Calls addressed to the shard
+ * itself (a publish into one of its groups, an ack of one of its leases) always go to it, and any
+ * answer from it ends its outage. Kept by whoever keeps the queue: a `ShardedQueue`, or, for a
+ * sharded queue built per request, the app (src/app/queues.ts), per queue.
+ */
+export class ShardOutages {
+  readonly #down = new Map<number, { code: string; failures: number; retryAt: number }>();
+
+  /**
+   * Shard `index` for a call across the shards: up (ask it), down (leave it out: why), or due for a
+   * probe (one call at a time: the others leave it out meanwhile).
+   */
+  state(index: number): { kind: "up" } | { kind: "down" | "probe"; unreachable: UnreachableShard } {
+    const d = this.#down.get(index);
+    if (d === undefined) return { kind: "up" };
+    const unreachable = { shard: index, code: d.code };
+    const now = Date.now();
+    if (now < d.retryAt) return { kind: "down", unreachable };
+    d.retryAt = now + COOL_DOWN.max;
+    return { kind: "probe", unreachable };
+  }
+
+  /** Why shard `index` is down (found down and not answered since), without asking it; undefined while it is up. */
+  down(index: number): UnreachableShard | undefined {
+    const d = this.#down.get(index);
+    return d === undefined ? undefined : { shard: index, code: d.code };
+  }
+
+  /** Runs `call` on shard `index`, noting whether it was reached. */
+  async track<T>(index: number, call: () => Promise<T>): Promise<T> {
+    try {
+      const got = await call();
+      this.#down.delete(index);
+      return got;
+    } catch (e) {
+      const err = toQueueError(e);
+      if (OUTAGE_CODES.has(err.code) && err.code !== "CLOSED") this.failed(index, err.code);
+      else this.#down.delete(index);
+      throw e;
+    }
+  }
+
+  /** Shard `index` failed with an outage (or did not answer its probe in time): down for a longer cool-down. */
+  failed(index: number, code: string): void {
+    const failures = (this.#down.get(index)?.failures ?? 0) + 1;
+    this.#down.set(index, { code, failures, retryAt: Date.now() + backoff(failures, COOL_DOWN) });
+  }
+}
+
+/** How long a shard found down is left out of calls across the shards, in ms. */
+const COOL_DOWN = { initial: 1000, max: 30_000 } as const;
+
+/** How long a probe of a shard found down may take: past it, the shard stays down (it is not waited for). */
+export const PROBE_MS = 1000;
 
 /**
  * Several writers' samples as one series: a point for each step (the longest of their sample
@@ -173,18 +307,23 @@ export function mergeGroups(all: GroupInfo[][], limit: number): GroupInfo[] {
   return [...held, ...next].slice(0, limit);
 }
 
-/** A page of dead letters in seq order across the shards, past the queue's seq `after`. */
+/** A page of dead letters in seq order across `count` shards (`page(s, …)` asks shard `s`), past the queue's seq `after`. */
 export async function deadLettersAcross<E>(
-  shards: Shard[],
+  count: number,
+  page: (s: number, o: { groupId?: string; afterSeq: number; limit: number }) => Promise<DeadLetter<E>[]>,
   o: { groupId: string | undefined; after: number; limit: number },
 ): Promise<DeadLetter<E>[]> {
-  const n = shards.length;
+  const n = count;
   // On shard s, the seqs past `after` are those whose local seq is past floor((after - s) / MAX_SHARDS).
   const pages = await Promise.all(
-    shards.map(async (shard, s) => {
+    Array.from({ length: n }, async (_, s) => {
       const localAfter = n <= 1 ? o.after : Math.max(0, Math.floor((o.after - s) / MAX_SHARDS));
-      const page = await shard.deadLetters<E>({ groupId: o.groupId, afterSeq: localAfter, limit: o.limit });
-      return page.map((d) => ({ ...d, seq: shardedSeq.of(d.seq, s, n) }));
+      const got = await page(s, {
+        ...(o.groupId === undefined ? {} : { groupId: o.groupId }),
+        afterSeq: localAfter,
+        limit: o.limit,
+      });
+      return got.map((d) => ({ ...d, seq: shardedSeq.of(d.seq, s, n) }));
     }),
   );
   return pages
@@ -239,8 +378,11 @@ export async function firstToAnswer<E>(
     });
     const settled = await Promise.allSettled(polls);
     if (won !== undefined) return won;
-    const failed = settled.find((r) => r.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    // A shard that could not be reached holds back no other: its failure is thrown only when every
+    // shard failed (or it is no outage).
+    const failed = settled.flatMap((r) => (r.status === "rejected" ? [toQueueError(r.reason)] : []));
+    const fault = failed.find((e) => !OUTAGE_CODES.has(e.code));
+    if (fault !== undefined || (failed.length > 0 && failed.length === order.length)) throw fault ?? failed[0];
     return [];
   } finally {
     signal?.removeEventListener("abort", stop);
@@ -313,4 +455,94 @@ export function flowOf(shard: Shard): Flow {
     schedules: bind("schedules"),
     deleteSchedule: bind("deleteSchedule"),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// each shard knows its place
+
+/**
+ * The place stored in each transport's database, read once per transport (then kept: a database's
+ * place never changes once written).
+ */
+const stored = new WeakMap<Internals, Promise<ShardPlace | undefined>>();
+
+function storedPlace(t: Internals): Promise<ShardPlace | undefined> {
+  let p = stored.get(t);
+  if (p === undefined) {
+    p = t.conn.readPlan(shardPlacePlan());
+    stored.set(t, p);
+    p.catch(() => stored.delete(t));
+  }
+  return p;
+}
+
+async function writePlace(t: Internals, place: ShardPlace): Promise<ShardPlace> {
+  const p = t.conn.writes.submit({ ...placeShardPlan(place), idempotent: true });
+  stored.set(t, p);
+  p.catch(() => stored.delete(t));
+  return p;
+}
+
+const samePlace = (a: ShardPlace, b: ShardPlace) => a.queue === b.queue && a.shard === b.shard && a.shards === b.shards;
+
+const describePlace = (p: ShardPlace) => `shard ${p.shard} of ${p.shards} of queue ${JSON.stringify(p.queue)}`;
+
+function misplaced(field: string, found: ShardPlace, wanted: string): QueueError {
+  return new QueueError(
+    "SHARD_MISMATCH",
+    `${field}: this database is ${describePlace(found)}, not ${wanted} (list a sharded queue's databases in the order it was made with, all of them, each once)`,
+    { field },
+  );
+}
+
+/**
+ * Checks that each transport among `shards` is the shard of this queue that its index says, and
+ * writes its place where it has none yet (its first use in a queue of several databases): SHARD_MISMATCH,
+ * naming `field[index]`, for a database stored as another shard, of another shard count or another
+ * queue (the list in another order, one more or fewer, one listed twice). `queue`: the queue's name,
+ * when it has one (the app's named queues); otherwise the place of a new queue names it at random.
+ * Shards that are not transports (a writer, the HTTP client) are placed by what serves them.
+ */
+export async function placeShards(shards: readonly object[], field: string, queue?: string): Promise<void> {
+  const count = shards.length;
+  if (count <= 1) return;
+  const transports = shards.flatMap((s, index) => {
+    const t = maybeInternalsOf(s);
+    return t === undefined ? [] : [{ index, t }];
+  });
+  if (transports.length === 0) return;
+  const places = await Promise.all(transports.map(async (x) => ({ ...x, place: await storedPlace(x.t) })));
+  const name = queue ?? places.find((p) => p.place !== undefined)?.place?.queue ?? randomToken();
+  for (const { index, place } of places) {
+    const wanted = { queue: name, shard: index, shards: count };
+    if (place !== undefined && !samePlace(place, wanted)) {
+      throw misplaced(`${field}[${index}]`, place, describePlace(wanted));
+    }
+  }
+  // One at a time, in order: a database listed twice is placed at its first index, then refused at its second.
+  for (const { index, t, place } of places) {
+    if (place !== undefined) continue;
+    const wanted = { queue: name, shard: index, shards: count };
+    const got = await writePlace(t, wanted);
+    if (!samePlace(got, wanted)) throw misplaced(`${field}[${index}]`, got, describePlace(wanted));
+  }
+}
+
+/**
+ * Checks a database served as the shard `at` of a queue of several (a writer's), and writes its
+ * place on first use: SHARD_MISMATCH when it is stored as another. A queue of one database has no
+ * place: nothing is read or written.
+ */
+export async function placeShard(transport: object, at: ShardOf): Promise<void> {
+  if (at.count <= 1) return;
+  const t = maybeInternalsOf(transport);
+  if (t === undefined) return;
+  const wanted = { queue: at.queue ?? "", shard: at.index, shards: at.count };
+  const place = (await storedPlace(t)) ?? (await writePlace(t, wanted));
+  const same =
+    at.queue === undefined ? place.shard === at.index && place.shards === at.count : samePlace(place, wanted);
+  if (!same) {
+    const what = `shard ${at.index} of ${at.count}${at.queue === undefined ? "" : ` of queue ${JSON.stringify(at.queue)}`}`;
+    throw misplaced("database", place, what);
+  }
 }

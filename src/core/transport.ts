@@ -7,16 +7,7 @@
  * (./connect.ts: options, clients, the write engine, the schema). What only the Worker's writer
  * needs (hearing of writes, subscriptions) is in ./internals.ts.
  */
-import {
-  DEAD_LETTER_PAGE,
-  GROUPS_PAGE,
-  leaseId,
-  MAX_CLAIM_BATCH,
-  MAX_PUBLISH_BATCH,
-  PEEK_PAGE,
-  PURGE_CHUNK,
-  scheduleNameProblem,
-} from "../rules.js";
+import { DEAD_LETTER_PAGE, GROUPS_PAGE, leaseId, PEEK_PAGE, PURGE_CHUNK, scheduleNameProblem } from "../rules.js";
 import { type ClientOptions, type Connection, connect, type TransportOptions, wrapClient } from "./connect.js";
 import type { WriteSpec } from "./engine.js";
 import { invalid, QueueError, toQueueError } from "./errors.js";
@@ -26,7 +17,7 @@ import { checkSchedule, runSchedules, type ScheduleRun, scheduleOf, tickAfter } 
 import { checkSettlements, outcomeOf } from "./settle.js";
 import { giveSlot, takeSlot } from "./slots.js";
 import * as sql from "./sql/index.js";
-import { consumed, isTraceparent, traced, traceparentOf } from "./telemetry.js";
+import { consumed, traced, traceparentOf } from "./telemetry.js";
 import type {
   DeadLetter,
   GroupFlow,
@@ -47,7 +38,8 @@ import type {
   SettleOutcome,
 } from "./types.js";
 import {
-  checkBoolean,
+  type CheckedPublish,
+  checkClaim,
   checkCount,
   checkDelay,
   checkGroupFlow,
@@ -55,11 +47,10 @@ import {
   checkInteger,
   checkObject,
   checkPositiveSeconds,
-  checkPriority,
+  checkPublish,
+  checkPublishMany,
   checkQueueFlow,
   checkSeq,
-  checkWorkerId,
-  encodeEvent,
 } from "./validate.js";
 
 export type { ClientOptions, TransportOptions } from "./connect.js";
@@ -73,6 +64,7 @@ export class LibsqlTransport {
   private constructor(conn: Connection) {
     this.#conn = conn;
     this.#internals = attach(this, conn);
+    this.#internals.publish = (checked, name) => this.#publishChecked(checked, name);
   }
 
   /**
@@ -121,63 +113,49 @@ export class LibsqlTransport {
     priority = 0,
     options: PublishOptions = {},
   ): Promise<PublishResult> {
-    const row = {
-      groupId: checkId("groupId", groupId),
-      event: encodeEvent("event", event),
-      priority: checkPriority("priority", priority),
-      delay: delayOf(options, "delay"),
-    };
-    const singleton = singletonOf(options);
-    const stored = await this.#publishRows([row], options, "publish", singleton);
-    const seq = stored.seqs[0] as number;
+    const checked = checkPublish(groupId, event, priority, options);
+    const stored = await this.#publishChecked(checked, "publish");
     const deduplicated = stored.deduplicated === true;
-    if (!deduplicated) this.#internals.counted({ kind: "published", count: 1 });
-    return { seq, deduplicated, replaced: deduplicated && singleton?.replace === true };
+    return {
+      seq: stored.seqs[0] as number,
+      deduplicated,
+      replaced: deduplicated && checked.singleton?.replace === true,
+    };
   }
 
   /** Publishes all of `messages` in one batch, all or nothing; returns their seqs in order. */
   async publishMany(messages: PublishInput[], options: PublishOptions = {}): Promise<number[]> {
-    if (!Array.isArray(messages)) throw invalid("messages", "must be an array");
-    checkCount("messages.length", messages.length, MAX_PUBLISH_BATCH);
-    // options.delay is the default for messages that give none.
-    const delay = delayOf(options, "options.delay");
-    const rows = messages.map((m, i) => {
-      if (typeof m !== "object" || m === null) throw invalid(`messages[${i}]`, "must be an object");
-      return {
-        groupId: checkId(`messages[${i}].groupId`, m.groupId),
-        event: encodeEvent(`messages[${i}].event`, m.event),
-        priority: checkPriority(`messages[${i}].priority`, m.priority ?? 0),
-        delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
-      };
-    });
-    if (options.singletonKey !== undefined || options.replace !== undefined) {
-      throw invalid("options.singletonKey", "is for one message (publish), not a batch");
+    return (await this.#publishChecked(checkPublishMany(messages, options), "publishMany")).seqs;
+  }
+
+  /**
+   * Records `key` for the request whose fingerprint is `fingerprint` (src/core/sql/publish.ts
+   * `fingerprintOf`), unless it is recorded already: answers the record's token, under which that
+   * request's messages are stored. IDEMPOTENCY_CONFLICT when the key was used for another request.
+   * What a sharded queue asks of the shard that decides a key (the key's home, ./sharded.ts).
+   */
+  async reserveKey(key: string, fingerprint: string): Promise<string> {
+    const k = checkId("key", key);
+    if (typeof fingerprint !== "string" || !/^[0-9a-f]{64}$/.test(fingerprint)) {
+      throw invalid("fingerprint", "must be a SHA-256 in hex");
     }
-    const { seqs } = await this.#publishRows(rows, options, "publishMany");
-    this.#internals.counted({ kind: "published", count: seqs.length });
-    return seqs;
+    const plan = sql.reserveKeyPlan({
+      key: k,
+      token: randomToken(),
+      fingerprint,
+      ttl: this.#conn.settings.idempotencyWindow,
+    });
+    return this.#write(plan, true);
   }
 
   /** The messages, in the publish's span; each carries its trace context (the caller's, or this span's). */
-  #publishRows(
-    rows: sql.PublishRow[],
-    options: PublishOptions,
-    name: string,
-    singleton?: sql.Singleton,
-  ): Promise<sql.Published> {
-    checkObject("options", options);
-    const given = options.traceparent;
-    if (given !== undefined && !isTraceparent(given)) {
-      throw invalid("options.traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)");
-    }
-    return traced("send", { name, destination: this.#conn.settings.name, count: rows.length }, async (span) => {
-      const traceparent = given ?? traceparentOf(span);
-      const stored = await this.#storeRows(
-        traceparent === undefined ? rows : rows.map((r) => ({ ...r, traceparent })),
-        options,
-        singleton,
-      );
+  #publishChecked(c: CheckedPublish, name: string): Promise<sql.Published> {
+    return traced("send", { name, destination: this.#conn.settings.name, count: c.rows.length }, async (span) => {
+      const traceparent = c.traceparent ?? traceparentOf(span);
+      const rows = traceparent === undefined ? c.rows : c.rows.map((r) => ({ ...r, traceparent }));
+      const stored = await this.#storeRows(rows, c.idempotencyKey, c.singleton);
       if (stored.seqs.length === 1) span.setAttribute("messaging.message.id", String(stored.seqs[0]));
+      if (stored.deduplicated !== true) this.#internals.counted({ kind: "published", count: stored.seqs.length });
       return stored;
     });
   }
@@ -186,9 +164,13 @@ export class LibsqlTransport {
    * Stores the rows. Where flow settings were in force at the last write, the batch also wakes the
    * groups it publishes into; where they turn out to be in force now, a second write does.
    */
-  async #storeRows(rows: sql.PublishRow[], options: PublishOptions, singleton?: sql.Singleton): Promise<sql.Published> {
+  async #storeRows(
+    rows: sql.PublishRow[],
+    userKey: string | undefined,
+    singleton?: sql.Singleton,
+  ): Promise<sql.Published> {
     const wake = this.#flow;
-    const stored = await this.#storeOnce(rows, options, { singleton, wake });
+    const stored = await this.#storeOnce(rows, userKey, { singleton, wake });
     this.#flow = stored.flow;
     if (stored.flow && !wake) {
       await this.#write(sql.wakeGroupsPlan([...new Set(rows.map((r) => r.groupId))]), true, { frees: published });
@@ -198,11 +180,9 @@ export class LibsqlTransport {
 
   async #storeOnce(
     rows: sql.PublishRow[],
-    options: PublishOptions,
+    userKey: string | undefined,
     o: { singleton: sql.Singleton | undefined; wake: boolean },
   ): Promise<sql.Published> {
-    const userKey =
-      options.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", options.idempotencyKey);
     if (userKey !== undefined) {
       const key = {
         kind: "user",
@@ -245,13 +225,10 @@ export class LibsqlTransport {
 
   /** Up to `n` leases in distinct groups, in the order `n` single claims would give. One batch. */
   async claimMany<E = unknown>(workerId: string, visibility: number, n: number, minPriority = 0): Promise<Lease<E>[]> {
-    const worker = checkWorkerId("workerId", workerId);
-    const vis = checkPositiveSeconds("visibility", visibility);
-    checkCount("n", n, MAX_CLAIM_BATCH);
-    const min = checkPriority("minPriority", minPriority);
+    const c = checkClaim(workerId, visibility, n, minPriority);
     const destination = this.#conn.settings.name;
     return traced("receive", { name: "claim", destination }, async (span) => {
-      const leases = await this.#claim<E>(worker, vis, n, min);
+      const leases = await this.#claim<E>(c.workerId, c.visibility, c.n, c.minPriority);
       span.setAttribute("messaging.batch.message_count", leases.length);
       consumed(destination, leases.length, "claim");
       return leases;
@@ -348,12 +325,18 @@ export class LibsqlTransport {
     );
   }
 
-  /** Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. */
-  async extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
+  /**
+   * Heartbeat: moves a lease that is still yours to expire `visibility` seconds from now. Answers the
+   * lease with its new expiry, or, given a lease id, `{ id, expiresAt }`.
+   */
+  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  extend(leaseId: string, visibility: number): Promise<{ id: string; expiresAt: number }>;
+  async extend<E>(lease: Lease<E> | string, visibility: number): Promise<Lease<E> | { id: string; expiresAt: number }> {
     const ref = leaseRef(lease);
     const expiresAt = await this.#write(sql.extendPlan(ref, checkPositiveSeconds("visibility", visibility)), true);
-    this.#internals.extended(leaseId.of(ref.seq, ref.token), ref.seq, expiresAt);
-    return { ...lease, expiresAt };
+    const id = leaseId.of(ref.seq, ref.token);
+    this.#internals.extended(id, ref.seq, expiresAt);
+    return typeof lease === "string" ? { id, expiresAt } : { ...lease, expiresAt };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -536,8 +519,7 @@ export class LibsqlTransport {
   }
 
   close(): void {
-    this.#conn.writes.close();
-    if (this.#conn.ownsClient) this.#conn.client.close();
+    this.#conn.close();
   }
 
   get #maxAttempts(): number {
@@ -582,23 +564,4 @@ function checkScheduleName(name: unknown): string {
   const problem = scheduleNameProblem(name);
   if (problem !== undefined) throw invalid("name", problem);
   return name as string;
-}
-
-function singletonOf(options: PublishOptions): sql.Singleton | undefined {
-  checkObject("options", options);
-  if (options.singletonKey === undefined) {
-    if (options.replace !== undefined) throw invalid("options.replace", "needs options.singletonKey");
-    return undefined;
-  }
-  const key = check(options.singletonKey);
-  const replace = options.replace === undefined ? false : checkBoolean("options.replace", options.replace);
-  return { key, replace };
-  function check(v: unknown): string {
-    return checkId("options.singletonKey", v);
-  }
-}
-
-function delayOf(options: PublishOptions, field: string): number {
-  checkObject("options", options);
-  return options.delay === undefined ? 0 : checkDelay(field, options.delay);
 }

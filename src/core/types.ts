@@ -112,6 +112,47 @@ export interface QueueStats {
   oldestAge: number | null;
   /** The groups most behind (at most 5), each with its oldest message's age, the most behind first. */
   lag: Array<{ groupId: string; age: number }>;
+  /**
+   * A sharded queue's shards that could not be reached (the counts are the other shards'), with the
+   * code they failed with; absent when every shard answered.
+   */
+  unreachableShards?: UnreachableShard[];
+}
+
+/** A shard of a sharded queue that did not answer, and the error code it failed with (`UNAVAILABLE`, ...). */
+export interface UnreachableShard {
+  shard: number;
+  code: string;
+}
+
+/**
+ * What claims and settles leases: what consume() needs of a queue (`ConsumerQueue`), and a sharded
+ * queue of each of its shards (`Shard`). LibsqlTransport, ShardedQueue and the HTTP client have it.
+ */
+export interface LeaseQueue {
+  /**
+   * Up to `n` leases. `options` is passed only to a queue that declares `maxClaimWait`: such a claim
+   * may wait up to `wait` seconds for a message to arrive (long poll), and should end early (with
+   * no leases, or an error) when `signal` aborts.
+   */
+  claimMany<E = unknown>(
+    workerId: string,
+    visibility: number,
+    n: number,
+    minPriority?: number,
+    options?: { wait?: number; signal?: AbortSignal },
+  ): Promise<Lease<E>[]>;
+  ack(lease: Lease | string): Promise<unknown>;
+  /** May answer `{ deadLettered: true }` when the message used its last attempt. */
+  nack(lease: Lease | string, delay?: number): Promise<unknown>;
+  /** Gives back a lease no handler will run, without spending the message's attempt. */
+  release(lease: Lease | string): Promise<unknown>;
+  /** Acks, nacks and releases many leases in one call, each with its own outcome. */
+  settle?(settlements: Settlement[]): Promise<SettleOutcome[]>;
+  /** Heartbeat: the lease with its new expiry. */
+  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  /** Longest wait (seconds) its claimMany accepts; set where claims may wait for a message. */
+  readonly maxClaimWait?: number | undefined;
 }
 
 /**

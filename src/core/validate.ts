@@ -9,17 +9,22 @@ import {
   idProblem,
   integerProblem,
   isWellFormed,
+  MAX_CLAIM_BATCH,
   MAX_EVENT_CHARS,
   MAX_EVENT_DEPTH,
+  MAX_PUBLISH_BATCH,
   MAX_SECONDS,
   priorityProblem,
   RATE,
   secondsProblem,
   seqProblem,
+  traceparentProblem,
+  waitProblem,
   workerIdProblem,
 } from "../rules.js";
 import { invalid } from "./errors.js";
-import type { GroupFlowInput, QueueFlowInput, RateLimit } from "./types.js";
+import type { PublishRow, Singleton } from "./sql/publish.js";
+import type { GroupFlowInput, PublishInput, PublishOptions, QueueFlowInput, RateLimit } from "./types.js";
 
 /** The value when `problem` finds nothing wrong with it; otherwise INVALID_ARGUMENT naming `field`. */
 function check<T>(field: string, value: unknown, problem: string | undefined): T {
@@ -47,6 +52,88 @@ export const checkDelay = (field: string, v: unknown, max = MAX_SECONDS): number
 export function checkObject<T>(field: string, v: T): T {
   if (typeof v !== "object" || v === null) throw invalid(field, `must be an object, got ${describe(v)}`);
   return v;
+}
+
+// -------------------------------------------------------------------------------------------------
+// publish and claim: checked once, whoever routes them (LibsqlTransport, ShardedQueue)
+
+/** A publish as checked: its messages as stored (events encoded), and its options. */
+export interface CheckedPublish {
+  rows: PublishRow[];
+  idempotencyKey: string | undefined;
+  traceparent: string | undefined;
+  /** One message alone, stored only while no message with the key waits (`publishSingleton`). */
+  singleton: Singleton | undefined;
+}
+
+/** One message (`publish`, `publishSingleton`). */
+export function checkPublish(groupId: unknown, event: unknown, priority: unknown, options: unknown): CheckedPublish {
+  const o = checkObject("options", options) as PublishOptions;
+  const row = {
+    groupId: checkId("groupId", groupId),
+    event: encodeEvent("event", event),
+    priority: checkPriority("priority", priority),
+    delay: o.delay === undefined ? 0 : checkDelay("delay", o.delay),
+  };
+  return { rows: [row], singleton: singletonOf(o), ...keyAndTrace(o) };
+}
+
+/** A batch (`publishMany`): each message under its own index; `options.delay` for those that give none. */
+export function checkPublishMany(messages: unknown, options: unknown): CheckedPublish {
+  const o = checkObject("options", options) as PublishOptions;
+  if (!Array.isArray(messages)) throw invalid("messages", "must be an array");
+  checkCount("messages.length", messages.length, MAX_PUBLISH_BATCH);
+  const delay = o.delay === undefined ? 0 : checkDelay("options.delay", o.delay);
+  const rows = messages.map((m: PublishInput, i) => {
+    if (typeof m !== "object" || m === null) throw invalid(`messages[${i}]`, "must be an object");
+    return {
+      groupId: checkId(`messages[${i}].groupId`, m.groupId),
+      event: encodeEvent(`messages[${i}].event`, m.event),
+      priority: checkPriority(`messages[${i}].priority`, m.priority ?? 0),
+      delay: m.delay === undefined ? delay : checkDelay(`messages[${i}].delay`, m.delay),
+    };
+  });
+  if (o.singletonKey !== undefined || o.replace !== undefined) {
+    throw invalid("options.singletonKey", "is for one message (publish), not a batch");
+  }
+  return { rows, singleton: undefined, ...keyAndTrace(o) };
+}
+
+function singletonOf(o: PublishOptions): Singleton | undefined {
+  if (o.singletonKey === undefined) {
+    if (o.replace !== undefined) throw invalid("options.replace", "needs options.singletonKey");
+    return undefined;
+  }
+  const key = checkId("options.singletonKey", o.singletonKey);
+  return { key, replace: o.replace === undefined ? false : checkBoolean("options.replace", o.replace) };
+}
+
+function keyAndTrace(o: PublishOptions): Pick<CheckedPublish, "idempotencyKey" | "traceparent"> {
+  const traceparent =
+    o.traceparent === undefined
+      ? undefined
+      : check<string>("options.traceparent", o.traceparent, traceparentProblem(o.traceparent));
+  const idempotencyKey = o.idempotencyKey === undefined ? undefined : checkId("idempotencyKey", o.idempotencyKey);
+  return { idempotencyKey, traceparent };
+}
+
+/** A claim's arguments (`claimMany`; `options` where the queue takes them: a long poll's wait). */
+export function checkClaim(
+  workerId: unknown,
+  visibility: unknown,
+  n: unknown,
+  minPriority: unknown,
+  options: unknown = {},
+): { workerId: string; visibility: number; n: number; minPriority: number; wait: number } {
+  const claim = {
+    workerId: checkWorkerId("workerId", workerId),
+    visibility: checkPositiveSeconds("visibility", visibility),
+    n: checkCount("n", n, MAX_CLAIM_BATCH),
+    minPriority: checkPriority("minPriority", minPriority),
+  };
+  const o = checkObject("options", options) as { wait?: unknown };
+  const wait = o.wait === undefined ? 0 : check<number>("options.wait", o.wait, waitProblem(o.wait));
+  return { ...claim, wait };
 }
 
 /**

@@ -155,7 +155,7 @@ describe("migrating version 2 to the current version", () => {
     // Version 2 is version 3 without tq_subscriptions; version 4 adds tq_queues, 5 two columns.
     await raw.batch(
       [
-        ...migrationSteps(0),
+        ...migrationSteps(0, 8),
         ...UNDO_FLOW,
         "DROP TABLE tq_subscriptions",
         "DROP TABLE tq_queues",

@@ -41,6 +41,7 @@ const TABLES = [
   "tq_group_settings",
   "tq_rates",
   "tq_schedules",
+  "tq_shard",
 ];
 
 /** Empties every queue table (the schema stays). Test files in a project run one at a time. */

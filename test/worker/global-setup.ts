@@ -5,7 +5,8 @@
  * `GET <sqldCounterUrl>/?match=<text>[&match=<text>...]` answers how many requests so far held
  * every one of those texts (counted from the first time that question was asked).
  *
- * Faults: `POST <sqldControlUrl>/inject` puts one between the Worker and its sqld; `faultSqldUrl`
+ * Faults: `POST <sqldControlUrl>/inject` puts one between the Worker and its sqld; `shardControlUrl`
+ * controls a proxy in front of one shard of the mapped queue `shaky` (shaky--2); `faultSqldUrl`
  * is another way to the same sqld, for the library inside workerd, under `faultControlUrl`
  * (scripts/support/proxy.ts `controlProxy`); `sqldAdminUrl` blocks the database as Turso blocks one
  * over its quota.
@@ -27,12 +28,26 @@ import type {} from "./provided.js";
  * The databases the Worker's static map names (QUEUE_DATABASES): namespaces of a second sqld, so that
  * named and sharded queues run here as in production, each in a database of its own.
  */
-export const MAPPED = ["emails", "orders", "spare", ...[0, 1, 2, 3].map((i) => `billing--${i}`)];
+export const MAPPED = [
+  "emails",
+  "orders",
+  "spare",
+  ...[0, 1, 2, 3].map((i) => `billing--${i}`),
+  "mixed--0",
+  ...[0, 1, 2, 3].map((i) => `shaky--${i}`),
+];
 
 export default async function setup(project: TestProject) {
   const [sqld, ns] = await Promise.all([startSqld({ admin: true }), startSqld({ namespaces: true })]);
   const provider = sqldNamespaces({ url: ns.url, adminUrl: ns.adminUrl as string });
   const map = Object.fromEntries(await Promise.all(MAPPED.map(async (n) => [n, await provider.create(n)] as const)));
+  // A queue mapped, by mistake, onto another queue's shard (test/worker/shards.test.ts).
+  map["mixed--1"] = map["billing--1"] as (typeof map)[string];
+  // A sharded queue one of whose shards sits behind a fault proxy (a primary that goes down).
+  const shaky = await startProxy(ns.port);
+  const shakyControl = await controlProxy(shaky);
+  map["shaky--2"] = { ...(map["shaky--2"] as (typeof map)[string]), url: shaky.url };
+  project.provide("shardControlUrl", shakyControl.url);
   project.provide("workerQueueDatabases", JSON.stringify(map));
   project.provide("nsSqldUrl", ns.url);
   const proxy = await startProxy(sqld.port);
@@ -80,7 +95,7 @@ export default async function setup(project: TestProject) {
     await new Promise<void>((resolve) => counter.close(() => resolve()));
     await new Promise<void>((resolve) => log.close(() => resolve()));
     await consumer.close();
-    await Promise.all([control.close(), faultyControl.close(), faulty.close()]);
+    await Promise.all([control.close(), faultyControl.close(), faulty.close(), shakyControl.close(), shaky.close()]);
     await proxy.close();
     await Promise.all([sqld.stop(), ns.stop()]);
   };

@@ -99,6 +99,7 @@ const TABLES = [
   "tq_group_settings",
   "tq_rates",
   "tq_schedules",
+  "tq_shard",
 ];
 
 /** The QueueWriter of the database the Worker is bound to. */

@@ -20,6 +20,7 @@ const call = <A extends unknown[], R>(f: (t: T, ...args: A) => Promise<R>) => f;
 export const WRITER_CALLS = {
   publish: call((t, ...a: Parameters<T["publish"]>) => t.publish(...a)),
   publishMany: call((t, ...a: Parameters<T["publishMany"]>) => t.publishMany(...a)),
+  reserveKey: call((t, ...a: Parameters<T["reserveKey"]>) => t.reserveKey(...a)),
   claimMany: call((t, ...a: Parameters<T["claimMany"]>) => t.claimMany(...a)),
   ack: call((t, ...a: Parameters<T["ack"]>) => t.ack(...a)),
   nack: call((t, ...a: Parameters<T["nack"]>) => t.nack(...a)),

@@ -121,6 +121,10 @@ export class WriterQueue {
     return this.#call("publishMany", [messages, options]);
   }
 
+  reserveKey(key: string, fingerprint: string): Promise<string> {
+    return this.#call("reserveKey", [key, fingerprint]);
+  }
+
   async claim<E = unknown>(workerId: string, visibility: number, minPriority = 0): Promise<Lease<E> | null> {
     const [lease] = await this.claimMany<E>(workerId, visibility, 1, minPriority);
     return lease ?? null;
@@ -154,8 +158,12 @@ export class WriterQueue {
     await this.#call("release", [lease]);
   }
 
-  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>> {
-    return this.#call("extend", [lease, visibility]) as Promise<Lease<E>>;
+  /** The lease with its new expiry; given a lease id, `{ id, expiresAt }` (only the id crosses to the writer). */
+  extend<E>(lease: Lease<E>, visibility: number): Promise<Lease<E>>;
+  extend(leaseId: string, visibility: number): Promise<{ id: string; expiresAt: number }>;
+  async extend<E>(lease: Lease<E> | string, visibility: number): Promise<Lease<E> | { id: string; expiresAt: number }> {
+    const got = await this.#call("extend", [typeof lease === "string" ? lease : lease?.id, visibility]);
+    return typeof lease === "string" ? got : { ...lease, expiresAt: got.expiresAt };
   }
 
   async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {

@@ -172,8 +172,8 @@ export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
           "dead",
           a.maxAttempts < UNLIMITED
             ? stmt(
-                `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
-SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts - 1, 'max_attempts', ${NOW}
+                `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at, trace)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts - 1, 'max_attempts', ${NOW}, m.tq_trace
   FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id
  WHERE m.locked_by IS NOT NULL AND m.lock_expiry = :marker
 ON CONFLICT (seq) DO NOTHING`,

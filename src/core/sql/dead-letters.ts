@@ -1,7 +1,7 @@
 /** Dead letters: a page of them, a redrive to the tail of its group, a delete. */
 import { noDeadLetter } from "../errors.js";
 import type { DeadLetter } from "../types.js";
-import { type Plan, plan, rowsOf, stmt } from "./plan.js";
+import { NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
 
 export function deadLettersPlan<E>(groupId: string | null, afterSeq: number, limit: number): Plan<DeadLetter<E>[]> {
   return plan(
@@ -28,7 +28,13 @@ export function deadLettersPlan<E>(groupId: string | null, afterSeq: number, lim
   );
 }
 
-/** Puts a dead letter back at the tail of its group, with a fresh attempt count. Answers its new seq. */
+/**
+ * Puts a dead letter back at the tail of its group, with a fresh attempt count and the trace context
+ * it was published in. Answers its new seq. Its publish time is the redrive's: a message's age (stats'
+ * `oldest_age`, a group's lag) runs from when it was last made deliverable, as a delayed one's runs
+ * from when it came due, so that a redriven backlog shows from the moment it is back, and a redrive
+ * of old dead letters does not read as consumers falling behind.
+ */
 export function redrivePlan(seq: number): Plan<number> {
   const args = { seq };
   return plan(
@@ -36,7 +42,8 @@ export function redrivePlan(seq: number): Plan<number> {
       [
         "inserted",
         stmt(
-          "INSERT INTO messages (group_id, event) SELECT group_id, event FROM tq_dead_letters WHERE seq = :seq RETURNING seq",
+          `INSERT INTO messages (group_id, event, tq_published_at, tq_trace)
+  SELECT group_id, event, ${NOW}, trace FROM tq_dead_letters WHERE seq = :seq RETURNING seq`,
           args,
         ),
       ],

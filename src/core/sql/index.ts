@@ -10,4 +10,5 @@ export * from "./publish.js";
 export * from "./queues.js";
 export * from "./schedules.js";
 export * from "./settings.js";
+export * from "./shard.js";
 export * from "./subscriptions.js";

@@ -88,13 +88,24 @@ function agesOf(rows: Row[]): Pick<QueueStats, "oldestAge" | "lag"> {
   return { oldestAge: lag[0]?.age ?? null, lag };
 }
 
+/** How many lock index entries per group asked for `groups()` looks at, live and ended each. */
+const LOCK_WINDOW = 4;
+
 /**
  * Groups worth watching, without reading the queue: those whose first message is locked (leased,
- * parked or delayed; newest lock first, from the lock index), then the next ones in round-robin
- * order (from the free index); each with its messages counted up to GROUP_COUNT_CAP. At most
- * `limit` × (GROUP_COUNT_CAP + a few) rows read.
+ * parked or delayed; newest lock first), then the next ones in round-robin order, as a claim finds
+ * them: on the free index, and those whose lease, park or delay has ended (their group stays out
+ * of the free index until a claim takes them; oldest first); each with its messages counted up to
+ * GROUP_COUNT_CAP. The lock index is read in two windows of LOCK_WINDOW × `limit` entries (live
+ * locks, ended locks), the free index for `limit` groups, then at most `limit` × (GROUP_COUNT_CAP
+ * + a few) rows: whatever the depth, or how many locks there are.
  */
 export function groupsPlan(limit: number): Plan<GroupInfo[]> {
+  /** A window of the lock index: its first entries, in the order given. */
+  const locks = (when: string, order: string) =>
+    `(SELECT seq, group_id, lock_expiry FROM messages WHERE locked_by IS NOT NULL AND ${when}
+       ORDER BY lock_expiry ${order} LIMIT :scan)`;
+  const first = "m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)";
   return plan(
     [
       [
@@ -102,14 +113,17 @@ export function groupsPlan(limit: number): Plan<GroupInfo[]> {
         stmt(
           `WITH picked AS (
   SELECT * FROM (
-    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord, 0 AS rid FROM messages m
-     WHERE m.locked_by IS NOT NULL AND m.lock_expiry >= ${NOW}
-       AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
-     ORDER BY m.lock_expiry DESC LIMIT :limit)
+    SELECT m.group_id, 0 AS part, -m.lock_expiry AS ord, 0 AS rid FROM ${locks(`lock_expiry >= ${NOW}`, "DESC")} AS m
+     WHERE ${first} ORDER BY m.lock_expiry DESC LIMIT :limit)
   UNION ALL
   SELECT * FROM (
     SELECT g.group_id, 1 AS part, g.last_claimed_at AS ord, g.rowid AS rid FROM groups g
-     WHERE g.tq_busy IS NULL ORDER BY g.last_claimed_at, g.rowid LIMIT :limit))
+     WHERE g.tq_busy IS NULL ORDER BY g.last_claimed_at, g.rowid LIMIT :limit)
+  UNION ALL
+  SELECT * FROM (
+    SELECT m.group_id, 1 AS part, g.last_claimed_at AS ord, g.rowid AS rid
+      FROM ${locks(`lock_expiry < ${NOW}`, "ASC")} AS m JOIN groups g ON g.group_id = m.group_id
+     WHERE ${first} ORDER BY m.lock_expiry LIMIT :limit))
 SELECT p.group_id, coalesce(g.priority, 0) AS priority, coalesce(g.last_claimed_at, 0) AS last_claimed_at,
        (SELECT count(*) FROM (SELECT 1 FROM messages c WHERE c.group_id = p.group_id LIMIT ${GROUP_COUNT_CAP})) AS messages,
        h.locked_by AS holder, h.lock_expiry >= ${NOW} AS live
@@ -118,7 +132,7 @@ SELECT p.group_id, coalesce(g.priority, 0) AS priority, coalesce(g.last_claimed_
   LEFT JOIN messages h ON h.seq = (SELECT f.seq FROM messages f WHERE f.group_id = p.group_id ORDER BY f.seq LIMIT 1)
  ORDER BY p.part, p.ord, p.rid
  LIMIT :limit`,
-          { limit },
+          { limit, scan: LOCK_WINDOW * limit },
         ),
       ],
     ],

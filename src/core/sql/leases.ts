@@ -4,7 +4,7 @@
  * inside.
  */
 import { PARKED } from "../../rules.js";
-import { QueueError } from "../errors.js";
+import { leaseGone, leaseLost, type QueueError } from "../errors.js";
 import type { NackResult } from "../types.js";
 import { flag, NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
 
@@ -21,15 +21,7 @@ export interface LeaseRef {
 const FENCE = "tq_lease = :token || '|' || locked_by";
 
 function leaseError(present: boolean, ref: LeaseRef): QueueError {
-  return present
-    ? new QueueError(
-        "LEASE_LOST",
-        `lease: message ${ref.seq} is no longer leased by this lease (it lapsed and was claimed again, or was released)`,
-        { field: "lease" },
-      )
-    : new QueueError("LEASE_NOT_FOUND", `lease: message ${ref.seq} no longer exists (acked or dead-lettered)`, {
-        field: "lease",
-      });
+  return present ? leaseLost(ref.seq) : leaseGone(ref.seq);
 }
 
 const PRESENT = "EXISTS (SELECT 1 FROM messages WHERE seq = :seq) AS present";
@@ -72,8 +64,8 @@ export function nackPlan(l: LeaseRef, delay: number, maxAttempts: number): Plan<
         "dead",
         limited
           ? stmt(
-              `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at)
-SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts, 'max_attempts', ${NOW}
+              `INSERT INTO tq_dead_letters (seq, group_id, event, priority, attempts, reason, dead_at, trace)
+SELECT m.seq, m.group_id, m.event, coalesce(g.priority, 0), m.tq_attempts, 'max_attempts', ${NOW}, m.tq_trace
   FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id
  WHERE m.seq = :seq AND m.tq_lease = :token || '|' || m.locked_by AND m.tq_attempts >= :max
 ON CONFLICT (seq) DO NOTHING`,

@@ -4,7 +4,7 @@
  */
 import type { ResultSet } from "@libsql/client";
 import { DELAYED } from "../../rules.js";
-import { QueueError } from "../errors.js";
+import { idempotencyConflict, QueueError } from "../errors.js";
 import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
 import { FLOW_ON, newGroupState, newGroupTat, newGroupUntil, wakeGroupsStmt } from "./settings.js";
 
@@ -104,6 +104,12 @@ function valuesOf(rows: PublishRow[]) {
   };
 }
 
+/** The key `:key`, if it expired: it may be used again. */
+const EXPIRED_KEY = `DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`;
+/** A few expired user keys, collected by each keyed write on the way (the table stays as small as the window). */
+const COLLECT_EXPIRED_KEYS = `DELETE FROM tq_idempotency WHERE key IN (
+  SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`;
+
 const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
 const range = (first: number, count: number) => Array.from({ length: count }, (_, i) => first + i);
 
@@ -197,19 +203,8 @@ export function publishPlan(
     plan(
       [
         // An expired key may be used again; a few other expired keys are collected on the way.
-        [
-          "expired",
-          key.kind === "user"
-            ? stmt(`DELETE FROM tq_idempotency WHERE key = :key AND expires_at < ${NOW}`, id)
-            : undefined,
-        ],
-        [
-          "collectedKeys",
-          key.kind === "user"
-            ? stmt(`DELETE FROM tq_idempotency WHERE key IN (
-  SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`)
-            : undefined,
-        ],
+        ["expired", key.kind === "user" ? stmt(EXPIRED_KEY, id) : undefined],
+        ["collectedKeys", key.kind === "user" ? stmt(COLLECT_EXPIRED_KEYS) : undefined],
         ["record", record],
         // Now and then, the slots of processes gone for a day.
         [
@@ -284,13 +279,7 @@ export function publishPlan(
             : state.fingerprint === key.fingerprint && (Number(state.count) === rows.length || (single && found));
         if (!sameRequest) {
           if (key.kind === "slot") throw new QueueError("DATABASE", "publish: the publisher slot was taken over");
-          throw new QueueError(
-            "IDEMPOTENCY_CONFLICT",
-            "idempotencyKey: this key was already used for a different request",
-            {
-              field: "idempotencyKey",
-            },
-          );
+          throw idempotencyConflict();
         }
         return {
           seqs: range(Number(state.first_seq), single ? 1 : rows.length),
@@ -300,6 +289,38 @@ export function publishPlan(
       },
     );
   return key.kind === "slot" ? { ...build(false), resend: build(true) } : build(true);
+}
+
+/**
+ * Records a user's key for a request stored elsewhere (a sharded queue's batch, on its groups'
+ * shards), unless the key is recorded already, and answers the record's token: this one's, or that
+ * of the request recorded first, when it is the same request (the same fingerprint).
+ * IDEMPOTENCY_CONFLICT when the key was used for another. The record is a row of `tq_idempotency`
+ * with no messages of its own (`count` 0); it expires with the window, as a key on one database does.
+ */
+export function reserveKeyPlan(k: { key: string; token: string; fingerprint: string; ttl: number }): Plan<string> {
+  const id = { key: k.key };
+  return plan(
+    [
+      ["expired", stmt(EXPIRED_KEY, id)],
+      ["collectedKeys", stmt(COLLECT_EXPIRED_KEYS)],
+      [
+        "record",
+        stmt(
+          `INSERT INTO tq_idempotency (key, token, fingerprint, first_seq, count, expires_at)
+  VALUES (:key, :token, :fp, 0, 0, ${NOW} + :ttl) ON CONFLICT (key) DO NOTHING`,
+          { ...id, token: k.token, fp: k.fingerprint, ttl: k.ttl },
+        ),
+      ],
+      ["state", stmt("SELECT token, fingerprint FROM tq_idempotency WHERE key = :key", id)],
+    ],
+    (r) => {
+      const state = rowsOf(r.state)[0];
+      if (!state) throw new QueueError("DATABASE", "reserveKey: the idempotency record is missing");
+      if (state.fingerprint !== k.fingerprint) throw idempotencyConflict();
+      return String(state.token);
+    },
+  );
 }
 
 /** A publish's fingerprint, for its user key: the same request gives the same one. */
