@@ -92,7 +92,7 @@ export const deleteQueue = defineRoute({
   tag: "Queues",
   summary: "Delete a queue and its databases",
   description:
-    "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted.",
+    "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted. Its long polls under way end at once with 404 QUEUE_NOT_FOUND, and nothing of it serves a queue made again under the name. A delete and a make of one name never interleave: each answers as if it ran alone.",
   scope: "manage",
   request: { params: QueuePath, query: QueueDeleteQuery },
   responses: { 204: { description: "Deleted, with its databases." } },
@@ -157,11 +157,6 @@ handle(queues, getQueue, async (c) => {
 
 handle(queues, deleteQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
-  const catalog = c.var.catalog;
-  const queue = await catalog.get(name);
-  if (queue === undefined || !(await catalog.delete(name, { force: c.req.valid("query").force === true }))) {
-    throw notFound(name);
-  }
-  await c.var.queueDeleted(queue);
+  if (!(await c.var.catalog.delete(name, { force: c.req.valid("query").force === true }))) throw notFound(name);
   return c.body(null, 204);
 });
