@@ -15,11 +15,22 @@ import { type CatalogCall, type Writer, WriterQueue } from "./writer/remote.js";
 /** The writer of `db`, asked to run where `hint` says (a Durable Object location hint). */
 export type WriterOf = (config: Config, env: Bindings, db: Database, hint: string | undefined) => Writer;
 
+/**
+ * Now, later than any earlier call in this isolate: requests that came within one tick of the
+ * runtime's clock (it moves only between I/O) keep the order they came in.
+ */
+let lastArrival = 0;
+function arrival(): number {
+  const now = Date.now();
+  lastArrival = now > lastArrival ? now : lastArrival + 0.001;
+  return lastArrival;
+}
+
 export function writersAt(writerOf: WriterOf): TransportFactory {
   return (config, env, request): DatabaseAccess => {
     const hangup = request?.signal;
     // When the request came (built with its access, at its start): its long polls' place in line.
-    const arrived = Date.now();
+    const arrived = arrival();
     // A stub belongs to the request that made it: each is made when needed.
     const writer = (db: Database, hint: string | undefined) => writerOf(config, env, db, hint);
     const home = () => writer(config.database, config.locationHint);
