@@ -8,8 +8,8 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { databaseKey } from "../../src/app/databases.js";
-import { WAIT_PATH, type WaitAnswer, type WaitBody } from "../../src/app/writer/remote.js";
 import { dispatchers } from "../../src/app/writer/dispatcher.js";
+import { WAIT_PATH, type WaitAnswer, type WaitBody } from "../../src/app/writer/remote.js";
 import type * as T from "../../src/contract/types.js";
 import type { Database } from "../../src/core/databases.js";
 import { MAX_SHARDS, shardOf } from "../../src/rules.js";
