@@ -308,10 +308,14 @@ export class QueueCatalog {
     return true;
   }
 
-  /** Runs `f` once every make or delete of `name` started before it is over. */
+  /**
+   * Runs `f` once every make or delete of `name` started before it is over; what `resolve` found
+   * for the name meanwhile is forgotten after it.
+   */
   #inLane<T>(name: string, f: () => Promise<T>): Promise<T> {
     const before = this.#lanes.get(name) ?? Promise.resolve();
-    const run = before.then(f, f);
+    const once = () => f().finally(() => this.forget(name));
+    const run = before.then(once, once);
     const lane = run.catch(() => {});
     this.#lanes.set(name, lane);
     void lane.then(() => {

@@ -127,16 +127,25 @@ handle(queues, listQueues, async (c) => {
 handle(queues, putQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
   const body = c.req.valid("json");
-  const { queue, created } = await c.var.catalog.put(name, {
-    shards: body.shards,
-    locationHint: body.location_hint,
-  });
+  const catalog = c.var.catalog;
   const flow = queueFlowOf(body);
-  const settings = await settingsOf(c, queue, Object.keys(flow).length > 0 ? flow : undefined);
-  return c.json(
-    { ...queueToWire(queue), created, settings: queueSettingsToWire(settings) } satisfies T.QueueAnswer,
-    created ? 201 : 200,
-  );
+  let made = false;
+  for (let attempt = 1; ; attempt++) {
+    const { queue, created } = await catalog.put(name, { shards: body.shards, locationHint: body.location_hint });
+    made ||= created;
+    try {
+      const settings = await settingsOf(c, queue, Object.keys(flow).length > 0 ? flow : undefined);
+      return c.json(
+        { ...queueToWire(queue), created: made, settings: queueSettingsToWire(settings) } satisfies T.QueueAnswer,
+        made ? 201 : 200,
+      );
+    } catch (e) {
+      // Deleted between its making and its settings (a delete racing this put): made again, as if
+      // this put came after the delete.
+      catalog.forget(name);
+      if (attempt >= 3 || (await catalog.get(name)) !== undefined) throw e;
+    }
+  }
 });
 
 handle(queues, getQueue, async (c) => {
