@@ -17,12 +17,20 @@ const TOKEN = "lifecycle-test-token-0123456789";
 const TRIES = envInt("TRUST_LIFECYCLE_TRIES", 25);
 
 let w: NamedWorker;
+/** The bundle without its Durable Object: every request serves itself, with transports of its own. */
+let bare: NamedWorker;
 
 beforeAll(async () => {
-  w = await startNamedWorker({ token: TOKEN });
+  [w, bare] = await Promise.all([
+    startNamedWorker({ token: TOKEN }),
+    startNamedWorker({ token: TOKEN, noWriter: true }),
+  ]);
 }, 180_000);
 
-afterAll(async () => w?.stop());
+afterAll(async () => {
+  await w?.stop();
+  await bare?.stop();
+});
 
 /** The server's configuration: one object, read once (as a server's environment is). */
 let env: Record<string, string> | undefined;
@@ -64,10 +72,13 @@ describe.each([
   { via: "the Worker", shards: 4 },
   { via: "a Node server", shards: 1 },
   { via: "a Node server", shards: 4 },
+  { via: "the Worker without its Durable Object", shards: 1 },
+  { via: "the Worker without its Durable Object", shards: 4 },
 ])("a queue of $shards shard(s) through $via, deleted and made again", ({ via, shards }) => {
-  const name = `life-${shards}${via === "the Worker" ? "" : "-node"}`;
+  const name = `life-${shards}${via === "a Node server" ? "-node" : ""}`;
   const q = `/v1/queues/${name}`;
-  const api: NamedWorker["api"] = (path, c) => (via === "the Worker" ? w.api(path, c) : viaServer(path, c));
+  const api: NamedWorker["api"] = (path, c) =>
+    via === "the Worker" ? w.api(path, c) : via === "a Node server" ? viaServer(path, c) : bare.api(path, c);
 
   it(`a delete racing a make of its name (${TRIES} tries): no 5xx, then it serves whole or is gone`, async () => {
     expect((await api(q, { method: "PUT", json: { shards } })).status).toBe(201);

@@ -51,6 +51,8 @@ export async function startNamedWorker(o: {
   token: string;
   proxy?: boolean;
   vars?: Record<string, string>;
+  /** Served without the QueueWriter (each request serves itself). */
+  noWriter?: boolean;
 }): Promise<NamedWorker> {
   const dir = mkdtempSync(join(tmpdir(), "turso-queue-named-"));
   const sqld = await startSqld({ dataDir: join(dir, "data.sqld"), namespaces: true });
@@ -60,6 +62,7 @@ export async function startNamedWorker(o: {
     databaseUrl: proxy?.url ?? sqld.url,
     queueToken: o.token,
     persist: join(dir, "objects"),
+    ...(o.noWriter ? { noWriter: true } : {}),
     vars: { QUEUE_DATABASES: "namespaces", SQLD_ADMIN_URL: sqld.adminUrl as string, ...(o.vars ?? {}) },
   });
   const named: NamedWorker = {
