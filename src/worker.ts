@@ -16,23 +16,33 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { createApp } from "./app/app.js";
+import type { DatabaseAccess } from "./app/context.js";
 import { databaseKey } from "./app/databases.js";
 import { type WriterOf, writersAt } from "./app/edge.js";
 import { type Bindings, type Config, parseEnv } from "./app/env.js";
 import { type KeyCall, runKeyCall } from "./app/key-port.js";
+import { catalogOver } from "./app/queues.js";
 import { perRequestTransports, sharedTransports } from "./app/transports.js";
 import { type Call, databaseRef, type Outcome, outcome, runCalls, type WriterTarget } from "./app/writer/calls.js";
 import { dispatcherFor } from "./app/writer/dispatcher.js";
 import { attachMeter, Meter, type MeterReading, type MeterSnapshot } from "./app/writer/meter.js";
 import { Pusher } from "./app/writer/pusher.js";
-import { type CatalogCall, WAIT_PATH, type WaitAnswer, type WaitBody, type Writer } from "./app/writer/remote.js";
+import {
+  type CatalogCall,
+  type ManageCall,
+  WAIT_PATH,
+  type WaitAnswer,
+  type WaitBody,
+  type Writer,
+} from "./app/writer/remote.js";
 import { ScheduleClock } from "./app/writer/schedules.js";
 import type { Database } from "./core/databases.js";
 import { keyRingOf } from "./core/keys.js";
-import { catalogStoreOf } from "./core/queues.js";
+import { catalogStoreOf, type QueueCatalog, queueGone } from "./core/queues.js";
 import { placeShard, type ShardOf, shardLease } from "./core/shard.js";
 import type { LibsqlTransport } from "./core/transport.js";
 import type { Lease } from "./core/types.js";
+import { MAX_CLAIM_WAIT } from "./rules.js";
 
 /**
  * What the Worker reads from its bindings: the vars and secrets (src/app/env.ts) and the QueueWriter
@@ -45,6 +55,8 @@ export type WorkerBindings = Bindings & { QUEUE_WRITER?: Env["QUEUE_WRITER"] };
 const DATABASE_KEY = "database";
 /** Where it keeps its counters and samples. */
 const METER_KEY = "meter";
+/** Set while its queue is deleted (until the queue is made again): it serves nothing. */
+const RETIRED_KEY = "retired";
 
 /**
  * A database's single writer: the queue operations the edge asks of its database (src/app/writer/calls.ts),
@@ -59,11 +71,16 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   #clock: ScheduleClock | undefined;
   /** The database this writer serves, and which shard of its queue it is: named by the edge, kept in storage for its alarm. */
   #target: WriterTarget | undefined;
-  #retired = false;
+  /** Whether its queue was deleted (kept in storage: undefined until read). */
+  #retired: boolean | undefined;
   /** Long polls under way, by id: the edge may end one early (another shard answered first). */
   readonly #waits = new Map<string, AbortController>();
+  /** Long polls ended before they arrived (a cancel may overtake its wait), by id, with when. */
+  readonly #cancelled = new Map<string, number>();
   /** This writer's counters and samples (`/metrics`, the dashboard's charts), kept in its storage. */
   #meter: Meter | undefined;
+  /** On the default queue's writer: the catalog that makes and deletes queues, one at a time per name. */
+  #queues: { config: Config; catalog: QueueCatalog } | undefined;
 
   /** The edge's calls on this writer's database, started together (their writes ride one batch). */
   async run(target: WriterTarget, calls: Call[]): Promise<Outcome<unknown>[]> {
@@ -81,21 +98,29 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     });
   }
 
+  /** On the default queue's writer: makes or deletes a queue, one at a time per name, whole even if the caller leaves. */
+  manage([op, args]: ManageCall): Promise<Outcome<unknown>> {
+    return outcome(async () => {
+      const catalog = this.#catalog(this.#config());
+      return op === "put" ? catalog.put(...args) : catalog.delete(...args);
+    });
+  }
+
   /** A long poll: its calls first, then the wait (over HTTP: a client who hangs up ends it). */
   override async fetch(request: Request): Promise<Response> {
     if (new URL(request.url).pathname !== WAIT_PATH || request.method !== "POST")
       return new Response(null, { status: 404 });
     const body = (await request.json()) as WaitBody;
-    const config = this.#config();
-    const opened = await outcome(() => this.#serve(body.target));
-    if ("error" in opened)
-      return Response.json({ outcomes: body.calls.map(() => opened), leases: opened } satisfies WaitAnswer);
-    const transport = opened.ok;
-    const outcomes = runCalls(transport, body.calls);
     const ended = new AbortController();
     this.#waits.set(body.id, ended);
-    const signal = AbortSignal.any([ended.signal, request.signal]);
+    if (this.#cancelled.delete(body.id)) ended.abort();
     try {
+      const config = this.#config();
+      const opened = await outcome(() => this.#serve(body.target));
+      if ("error" in opened)
+        return Response.json({ outcomes: body.calls.map(() => opened), leases: opened } satisfies WaitAnswer);
+      const transport = opened.ok;
+      const outcomes = runCalls(transport, body.calls);
       const leases = await outcome(() =>
         dispatcherFor(transport, config.recheckMs).wait({
           workerId: body.workerId,
@@ -103,7 +128,9 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
           n: body.n,
           minPriority: body.minPriority,
           waitMs: body.waitMs,
-          signal,
+          signal: request.signal,
+          end: ended.signal,
+          since: body.since,
         }),
       );
       return Response.json({ outcomes: await outcomes, leases } satisfies WaitAnswer);
@@ -113,7 +140,18 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   }
 
   async cancelWait(id: string): Promise<void> {
-    this.#waits.get(id)?.abort();
+    const wait = this.#waits.get(id);
+    if (wait !== undefined) {
+      wait.abort();
+      return;
+    }
+    // Not arrived yet, or over: kept as long as a wait may last, so that it ends as it arrives.
+    const now = Date.now();
+    for (const [old, at] of this.#cancelled) {
+      if (now - at <= MAX_CLAIM_WAIT * 1000) break;
+      this.#cancelled.delete(old);
+    }
+    this.#cancelled.set(id, now);
   }
 
   /**
@@ -137,7 +175,10 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     });
   }
 
-  /** Its queue was deleted: no more pushes, no more wakes, nothing kept. */
+  /**
+   * Its queue was deleted: its long polls end (QUEUE_NOT_FOUND), no more pushes, no more wakes, its
+   * connection let go, nothing kept but that: it answers QUEUE_NOT_FOUND until its queue is made again.
+   */
   async retire(): Promise<void> {
     this.#retired = true;
     this.#pusher?.stop();
@@ -146,10 +187,51 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
     this.#clock = undefined;
     await this.#meter?.stop();
     this.#meter = undefined;
-    // Its database went away: a queue made again under the name gets a new one, named afresh.
+    // Its database is going: a queue made again under the name gets a new one, with its schema.
+    const target = this.#target;
     this.#target = undefined;
+    const parsed = parseEnv(this.env);
+    if (target !== undefined && parsed.ok) await this.#transports(parsed.config, this.env).retire?.([target.database]);
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
+    await this.ctx.storage.put(RETIRED_KEY, true);
+  }
+
+  /** Its queue was made (again): it serves `target`, with its schema in place. */
+  prepare(target: WriterTarget): Promise<Outcome<void>> {
+    return outcome(async () => {
+      if (this.#retired !== false) {
+        this.#retired = false;
+        await this.ctx.storage.delete(RETIRED_KEY);
+      }
+      await this.#serve(target);
+    });
+  }
+
+  /**
+   * On the default queue's writer: the catalog as it makes and deletes queues. Its rows are here;
+   * the queues' databases are made ready, counted and retired through their own writers.
+   */
+  #catalog(config: Config): QueueCatalog {
+    if (this.#queues?.config !== config) {
+      const edge = writersAt(writerOf)(config, this.env);
+      const access: DatabaseAccess = {
+        open: edge.open,
+        prepare: edge.prepare,
+        retire: edge.retire,
+        keys: edge.keys,
+        waits: edge.waits,
+        catalogStore: async () => catalogStoreOf(await this.#home(config)),
+      };
+      this.#queues = { config, catalog: catalogOver(config, () => access, false) };
+    }
+    return this.#queues.catalog;
+  }
+
+  /** Whether its queue was deleted (read from storage once). */
+  async #isRetired(): Promise<boolean> {
+    this.#retired ??= (await this.ctx.storage.get<boolean>(RETIRED_KEY)) === true;
+    return this.#retired;
   }
 
   /** The default queue's database: on its writer, the catalog's rows and the keys. */
@@ -171,7 +253,7 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
   /** Reads the subscriptions and delivers what is due (the alarm, and the Worker's cron as a safety net). */
   async wake(): Promise<void> {
     const parsed = parseEnv(this.env);
-    if (!parsed.ok || this.#retired) return;
+    if (!parsed.ok || (await this.#isRetired())) return;
     const kept = this.#target ?? (await this.ctx.storage.get<Partial<WriterTarget>>(DATABASE_KEY));
     await this.#serve({
       database: kept?.database ?? databaseRef(parsed.config.database),
@@ -182,8 +264,8 @@ export class QueueWriter extends DurableObject<WorkerBindings> implements Writer
 
   /** The transport of the database the edge names (the one this writer is named after), with its pusher and meter. */
   async #serve(target: WriterTarget): Promise<LibsqlTransport> {
-    // A request came: the edge routes here only for a queue in the catalog (made again after a delete).
-    this.#retired = false;
+    // An edge that has not heard of the delete yet (its catalog's cache) still routes here.
+    if (this.#retired !== false && (await this.#isRetired())) throw queueGone();
     const config = this.#config();
     if (this.#target === undefined) {
       this.#target = target;

@@ -106,7 +106,6 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
       }
       return serve(config, access, await catalog.resolve(c.get("queueName")));
     });
-    c.set("queueDeleted", (queue) => access.retire?.(queue) ?? Promise.resolve());
     c.set("meters", async (queue) => {
       const { meter } = access;
       if (meter === undefined) return [];

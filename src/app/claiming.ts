@@ -29,6 +29,11 @@ export interface ClaimContext {
   waits: Waits;
   /** Aborted when the client goes away. */
   signal?: AbortSignal | undefined;
+  /**
+   * Throws QUEUE_NOT_FOUND once the queue the claim started on is gone (deleted, or deleted and made
+   * again under its name): a long poll that polls checks it each time it takes the queue again.
+   */
+  stillThere?: () => Promise<void>;
 }
 
 /** Polling without the writer: the project's idle poll, 50 ms doubling to 1 s. */
@@ -81,15 +86,29 @@ async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): 
   }
   // No writer to tell us: claim, and claim again after growing pauses (each empty claim is a write
   // batch the database bills; docs/http.md says so). Between claims the database is let go.
+  let polled = false;
   const got = await pollUntil(once, (leases) => leases.length > 0, {
     deadline: Date.now() + waitMs,
     pauses: POLL,
     signal: ctx.signal,
     wait: async (ms) => {
       await ctx.idle(ms, ctx.signal);
-      if (!ctx.signal?.aborted) q = await ctx.queue();
+      if (ctx.signal?.aborted) return;
+      q = await ctx.queue();
+      polled = true;
+      await ctx.stillThere?.();
     },
   });
+  if (polled && got.length > 0 && ctx.stillThere) {
+    // Taken from a queue made again meanwhile under the name (its databases named as the old
+    // one's): not this long poll's to have.
+    try {
+      await ctx.stillThere();
+    } catch (e) {
+      await Promise.allSettled(got.map((l) => q.release(l)));
+      throw e;
+    }
+  }
   return handedOver(q, got, ctx.signal);
 }
 

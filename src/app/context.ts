@@ -3,7 +3,7 @@ export type { ShardOf } from "../core/shard.js";
 
 import type { Database } from "../core/databases.js";
 import type { KeyStore } from "../core/keys.js";
-import type { CatalogStore, QueueCatalog, ResolvedQueue } from "../core/queues.js";
+import type { CatalogStore, QueueCatalog, QueueManager, ResolvedQueue } from "../core/queues.js";
 import type { ShardOf } from "../core/shard.js";
 import type { ShardedQueue } from "../core/sharded.js";
 import type { LibsqlTransport } from "../core/transport.js";
@@ -48,8 +48,17 @@ export interface DatabaseAccess {
   prepare(db: Database, at: Placement): Promise<void>;
   /** The counters a database's writer keeps (none where no writer keeps them). */
   meter?(db: Database, at: Placement): Promise<MeterReading | null>;
-  /** A deleted queue's databases are gone: what served them lets go. */
-  retire?(queue: ResolvedQueue): Promise<void>;
+  /**
+   * A deleted queue's databases are going: what serves them lets go (its long polls answered
+   * QUEUE_NOT_FOUND, its connections closed), so that nothing of the old queue serves one made
+   * again under the name.
+   */
+  retire?(databases: Database[]): Promise<void>;
+  /**
+   * Where a queue is made and deleted, when not here: the Worker's edge runs each in the default
+   * queue's writer, one at a time per name (two racing on a name never interleave).
+   */
+  manage?: QueueManager;
   waits: Waits;
 }
 
@@ -72,8 +81,6 @@ export interface AppEnv {
     catalog: QueueCatalog;
     /** The counters kept by a queue's writers, one per database (none without the QueueWriter). */
     meters: (queue: ResolvedQueue) => Promise<MeterReading[]>;
-    /** After a queue's deletion: lets go of what served it (the QueueWriter retires its writers). */
-    queueDeleted: (queue: ResolvedQueue) => Promise<void>;
     /** Lets go of the database for `ms` (a long poll's pause); the next `queue()` takes it again. */
     idle: (ms: number, signal?: AbortSignal) => Promise<void>;
     /** How a claim's `wait` is served. */

@@ -5,7 +5,7 @@
  * for what touches their databases, so that a refused request never reaches a database's single writer.
  */
 import type { Database } from "../core/databases.js";
-import type { CatalogStore } from "../core/queues.js";
+import type { CatalogStore, QueueManager } from "../core/queues.js";
 import type { DatabaseAccess, TransportFactory } from "./context.js";
 import type { Bindings, Config } from "./env.js";
 import { keyStoreOver } from "./key-port.js";
@@ -15,9 +15,22 @@ import { type CatalogCall, type Writer, WriterQueue } from "./writer/remote.js";
 /** The writer of `db`, asked to run where `hint` says (a Durable Object location hint). */
 export type WriterOf = (config: Config, env: Bindings, db: Database, hint: string | undefined) => Writer;
 
+/**
+ * Now, later than any earlier call in this isolate: requests that came within one tick of the
+ * runtime's clock (it moves only between I/O) keep the order they came in.
+ */
+let lastArrival = 0;
+function arrival(): number {
+  const now = Date.now();
+  lastArrival = now > lastArrival ? now : lastArrival + 0.001;
+  return lastArrival;
+}
+
 export function writersAt(writerOf: WriterOf): TransportFactory {
   return (config, env, request): DatabaseAccess => {
     const hangup = request?.signal;
+    // When the request came (built with its access, at its start): its long polls' place in line.
+    const arrived = arrival();
     // A stub belongs to the request that made it: each is made when needed.
     const writer = (db: Database, hint: string | undefined) => writerOf(config, env, db, hint);
     const home = () => writer(config.database, config.locationHint);
@@ -32,14 +45,20 @@ export function writersAt(writerOf: WriterOf): TransportFactory {
       remove: async (...a) => (await catalog(["remove", a])) as boolean,
     };
     return {
-      open: async (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard, hangup),
+      open: async (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard, { hangup, arrived }),
       prepare: (db, at) => new WriterQueue(writer(db, at.hint), db, at.shard).ready(),
       catalogStore: async () => store,
       // Keys are kept by the default queue's writer, which every change of them goes through.
       keys: () => keyStoreOver(home),
       meter: async (db, at) => unwrap(await writer(db, at.hint).meter()),
-      retire: async (queue) => {
-        await Promise.allSettled(queue.databases.map((db) => writer(databaseRef(db), undefined).retire()));
+      retire: async (databases) => {
+        await Promise.allSettled(databases.map((db) => writer(databaseRef(db), undefined).retire()));
+      },
+      // Queues are made and deleted by the default queue's writer (it keeps the catalog), one at a
+      // time per name, and whole even if this request's client goes away.
+      manage: {
+        put: async (...a) => unwrap(await home().manage(["put", a])) as Awaited<ReturnType<QueueManager["put"]>>,
+        delete: async (...a) => unwrap(await home().manage(["delete", a])) as boolean,
       },
       waits: { mode: "native" },
     };

@@ -6,7 +6,7 @@
  */
 import { type DatabaseProvider, sqldNamespaces, staticDatabases, tursoDatabases } from "../core/databases.js";
 import { QueueError, type QueueErrorCode } from "../core/errors.js";
-import { QueueCatalog, type QueueInfo, type ResolvedQueue } from "../core/queues.js";
+import { QueueCatalog, type QueueInfo, type QueueManager, type ResolvedQueue } from "../core/queues.js";
 import { ShardedQueue, ShardOutages } from "../core/sharded.js";
 import type { DatabaseAccess, Placement, ServedQueue } from "./context.js";
 import type { Config } from "./env.js";
@@ -66,35 +66,60 @@ export function catalogFor(config: Config, access: DatabaseAccess): QueueCatalog
   }
   const entry: { access: DatabaseAccess; catalog: QueueCatalog } = {
     access,
-    catalog: new QueueCatalog({
-      home: {
-        get: async (name): Promise<QueueInfo | undefined> => (await entry.access.catalogStore()).get(name),
-        list: async (limit) => (await entry.access.catalogStore()).list(limit),
-        add: async (q) => (await entry.access.catalogStore()).add(q),
-        setLocationHint: async (name, hint) => (await entry.access.catalogStore()).setLocationHint(name, hint),
-        remove: async (name) => (await entry.access.catalogStore()).remove(name),
-      },
-      defaultDatabase: config.database,
-      provider: providerOf(config),
-      defaultLocationHint: config.locationHint,
-      open: async (db, { queue, index }) => {
-        const at = placementOf(queue, index, config);
-        const q = await entry.access.open(db, at);
-        const outages = outagesOf(queue.name);
-        return {
-          // A shard found down is listed as such at once, not waited for (its calls will find it back).
-          stats: () => {
-            const down = outages.down(index);
-            if (down === undefined) return outages.track(index, () => q.stats());
-            return Promise.reject(new QueueError(down.code as QueueErrorCode, `shard ${index} is down`));
-          },
-          ready: () => entry.access.prepare(db, at),
-        };
-      },
-    }),
+    catalog: catalogOver(config, () => entry.access, access.manage !== undefined),
   };
   catalogs.set(config, entry);
   return entry.catalog;
+}
+
+/**
+ * A catalog that reaches databases through `access()` (called at each use). With `managed`, queues
+ * are made and deleted where the access says (`manage`: the Worker's edge asks its default queue's
+ * writer).
+ */
+export function catalogOver(config: Config, access: () => DatabaseAccess, managed: boolean): QueueCatalog {
+  const manager = (): QueueManager => {
+    const m = access().manage;
+    if (m === undefined) throw new QueueError("DATABASE", "this deployment has no place to make or delete queues");
+    return m;
+  };
+  return new QueueCatalog({
+    home: {
+      get: async (name): Promise<QueueInfo | undefined> => (await access().catalogStore()).get(name),
+      list: async (limit) => (await access().catalogStore()).list(limit),
+      add: async (q) => (await access().catalogStore()).add(q),
+      setLocationHint: async (name, hint) => (await access().catalogStore()).setLocationHint(name, hint),
+      remove: async (name) => (await access().catalogStore()).remove(name),
+    },
+    defaultDatabase: config.database,
+    provider: providerOf(config),
+    defaultLocationHint: config.locationHint,
+    open: async (db, { queue, index }) => {
+      const at = placementOf(queue, index, config);
+      const q = await access().open(db, at);
+      const outages = outagesOf(queue.name);
+      return {
+        // A shard found down is listed as such at once, not waited for (its calls will find it back).
+        stats: () => {
+          const down = outages.down(index);
+          if (down === undefined) return outages.track(index, () => q.stats());
+          return Promise.reject(new QueueError(down.code as QueueErrorCode, `shard ${index} is down`));
+        },
+        ready: () => access().prepare(db, at),
+      };
+    },
+    retire: async (queue) => {
+      await access().retire?.(queue.databases);
+    },
+    ...(managed
+      ? {
+          manage: {
+            put: (name, settings) => manager().put(name, settings),
+            delete: (name, options) => manager().delete(name, options),
+          },
+        }
+      : {}),
+  });
 }
 
 /** What serves `queue`: its database, or a ShardedQueue over its databases. */

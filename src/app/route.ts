@@ -30,7 +30,7 @@ export interface ResponseSpec {
   /** The JSON body's schema; none for an empty body. */
   schema?: Schema;
   /** Media type of a body that is not JSON (the pages). */
-  content?: "text/html" | "text/css" | "text/javascript" | "text/plain";
+  content?: "text/html" | "text/css" | "text/javascript" | "text/plain" | "image/svg+xml";
   headers?: Record<string, { description: string; type: "string" | "boolean" | "integer" }>;
   example?: unknown;
 }

@@ -6,17 +6,20 @@
  */
 import type { Database } from "../core/databases.js";
 import { lazyKeyStore } from "../core/keys.js";
-import { catalogStoreOf } from "../core/queues.js";
+import { catalogStoreOf, queueGone } from "../core/queues.js";
 import type { LibsqlTransport } from "../core/transport.js";
 import type { TransportFactory } from "./context.js";
 import { databaseKey, openDatabase } from "./databases.js";
 import type { Config } from "./env.js";
+import { dispatcherFor } from "./writer/dispatcher.js";
 
 /**
  * One transport per database, kept for the life of its owner. Every request of a Durable Object
  * may use I/O another one started, so concurrent requests share a transport's write path: their
  * writes ride one batch (group commit), one batch in flight. A transport whose schema check failed
- * is dropped, so that the next request tries again.
+ * is dropped, so that the next request tries again; so is the transport of a deleted queue's
+ * database (its long polls answered QUEUE_NOT_FOUND), so that a queue made again under the name gets
+ * a fresh one, with its schema.
  */
 export function sharedTransports(): TransportFactory {
   const byDatabase = new Map<string, Promise<LibsqlTransport>>();
@@ -32,6 +35,19 @@ export function sharedTransports(): TransportFactory {
     }
     return t;
   };
+  const retire = async (config: Config, databases: Database[]) => {
+    await Promise.all(
+      databases.map(async (db) => {
+        const key = databaseKey(db);
+        const t = byDatabase.get(key);
+        byDatabase.delete(key);
+        const transport = await t?.catch(() => undefined);
+        if (transport === undefined) return;
+        dispatcherFor(transport, config.recheckMs).stop(queueGone());
+        transport.close();
+      }),
+    );
+  };
   return (config) => ({
     open: (db) => open(config, db),
     prepare: async (db) => {
@@ -39,6 +55,7 @@ export function sharedTransports(): TransportFactory {
     },
     catalogStore: async () => catalogStoreOf(await open(config, config.database)),
     keys: () => lazyKeyStore(() => open(config, config.database)),
+    retire: (databases) => retire(config, databases),
     waits: { mode: "dispatch", recheckMs: config.recheckMs },
   });
 }

@@ -10,7 +10,9 @@
  * Making a queue is idempotent (its databases, their schema, then its row); its shard count cannot
  * change afterwards, since a group's messages would then be split over two shards and lose their
  * order: make a new queue and drain the old one. Deleting a queue that holds messages or dead
- * letters is refused unless forced.
+ * letters is refused unless forced. Makes and deletes of one name run one at a time (here, or where
+ * `manage` says: the Worker's default queue's writer), so that a make racing a delete never makes
+ * databases the delete then drops, nor meets them half dropped.
  */
 import {
   DEFAULT_QUEUE,
@@ -63,6 +65,12 @@ export interface CatalogDatabase {
 /** Opens the `index`-th database of `queue`. */
 type OpenDatabase = (db: Database, at: { queue: QueueInfo; index: number }) => Promise<CatalogDatabase>;
 
+/** Where queues are made and deleted when not by the catalog itself (the Worker's default queue's writer). */
+export interface QueueManager {
+  put(name: string, settings: QueueSettings): Promise<{ queue: ResolvedQueue; created: boolean }>;
+  delete(name: string, options: { force?: boolean }): Promise<boolean>;
+}
+
 /** A queue with its counts, or, where its databases did not answer, why. */
 export type QueueWithCounts = ResolvedQueue & ({ stats: QueueStats } | { stats: null; error: QueueError });
 
@@ -101,11 +109,17 @@ export class QueueCatalog {
   readonly #open: OpenDatabase;
   readonly #cacheMs: number;
   readonly #resolved = new Map<string, { at: number; queue: Promise<ResolvedQueue | undefined> }>();
+  readonly #manage: QueueManager | undefined;
+  readonly #retire: ((queue: ResolvedQueue) => Promise<void>) | undefined;
+  /** The make or delete under way for each name: the next one waits for it. */
+  readonly #lanes = new Map<string, Promise<unknown>>();
 
   /**
    * `home`: the catalog's rows (the default queue's transport, or a store reaching them otherwise);
    * `defaultDatabase`: the default queue's database; `open`: a database to count or to make ready
-   * (closed after use, where it can be); `cacheMs`: how long `resolve` trusts what it found.
+   * (closed after use, where it can be); `cacheMs`: how long `resolve` trusts what it found;
+   * `retire`: lets go of what serves a deleted queue's databases, before they are dropped;
+   * `manage`: where makes and deletes run instead of here (checked here first).
    */
   constructor(o: {
     home: LibsqlTransport | CatalogStore;
@@ -114,11 +128,15 @@ export class QueueCatalog {
     open: OpenDatabase;
     defaultLocationHint?: string | undefined;
     cacheMs?: number;
+    retire?: ((queue: ResolvedQueue) => Promise<void>) | undefined;
+    manage?: QueueManager | undefined;
   }) {
     this.#store = isStore(o.home) ? o.home : catalogStoreOf(o.home);
     this.#provider = o.provider;
     this.#open = o.open;
     this.#cacheMs = o.cacheMs ?? RESOLVE_CACHE_MS;
+    this.#retire = o.retire;
+    this.#manage = o.manage;
     this.#default = {
       name: DEFAULT_QUEUE,
       shards: 1,
@@ -202,12 +220,28 @@ export class QueueCatalog {
       }
     }
     this.forget(name);
+    const manage = this.#manage;
+    if (manage !== undefined) {
+      try {
+        return await manage.put(name, { shards, locationHint: settings.locationHint });
+      } finally {
+        this.forget(name);
+      }
+    }
+    return this.#inLane(name, () => this.#put(name, shards, settings.locationHint));
+  }
+
+  async #put(
+    name: string,
+    shards: number | undefined,
+    locationHint: string | undefined,
+  ): Promise<{ queue: ResolvedQueue; created: boolean }> {
     const existing = await this.get(name);
     if (existing !== undefined) {
       checkSameShards(existing, shards);
-      if (settings.locationHint !== undefined && settings.locationHint !== existing.locationHint) {
-        await this.#store.setLocationHint(name, settings.locationHint);
-        return { queue: { ...existing, locationHint: settings.locationHint }, created: false };
+      if (locationHint !== undefined && locationHint !== existing.locationHint) {
+        await this.#store.setLocationHint(name, locationHint);
+        return { queue: { ...existing, locationHint }, created: false };
       }
       return { queue: existing, created: false };
     }
@@ -216,7 +250,7 @@ export class QueueCatalog {
       Array.from({ length: count }, (_, i) => this.#provider.create(shardDatabaseName(name, i, count))),
     );
     // Each database gets the schema before the queue is listed: no request finds it half made.
-    const made = { name, shards: count, locationHint: settings.locationHint, createdAt: 0 };
+    const made = { name, shards: count, locationHint, createdAt: 0 };
     for (const [index, db] of databases.entries()) {
       const d = await this.#open(db, { queue: made, index });
       try {
@@ -225,7 +259,7 @@ export class QueueCatalog {
         d.close?.();
       }
     }
-    const { row, added } = await this.#store.add({ name, shards: count, locationHint: settings.locationHint });
+    const { row, added } = await this.#store.add({ name, shards: count, locationHint });
     // Another put of the same name won the race: its shard count stands.
     checkSameShards(row, shards);
     return { queue: await this.#locate(row), created: added };
@@ -239,9 +273,21 @@ export class QueueCatalog {
     checkName(name);
     if (name === DEFAULT_QUEUE) throw invalid("queue", `the ${DEFAULT_QUEUE} queue cannot be deleted`);
     this.forget(name);
+    const manage = this.#manage;
+    if (manage !== undefined) {
+      try {
+        return await manage.delete(name, { force: options.force === true });
+      } finally {
+        this.forget(name);
+      }
+    }
+    return this.#inLane(name, () => this.#delete(name, options.force === true));
+  }
+
+  async #delete(name: string, force: boolean): Promise<boolean> {
     const queue = await this.get(name);
     if (queue === undefined) return false;
-    if (options.force !== true) {
+    if (!force) {
       const s = await this.countOf(queue);
       const down = s.unreachableShards?.[0];
       if (down !== undefined) {
@@ -263,11 +309,30 @@ export class QueueCatalog {
         );
       }
     }
-    // Out of the catalog first: nothing is routed to a database that is going away.
+    // Out of the catalog first: nothing is routed to a database that is going away. Then what
+    // serves its databases lets go (no long poll of the old queue is left to take a message of a
+    // queue made again), and only then are they dropped.
     if (!(await this.#store.remove(name))) return false;
     this.forget(name);
+    await this.#retire?.(queue).catch((e) => console.error(`queue ${name}: letting go of its databases failed`, e));
     await Promise.all(queue.databases.map((_, i) => this.#provider.drop(shardDatabaseName(name, i, queue.shards))));
     return true;
+  }
+
+  /**
+   * Runs `f` once every make or delete of `name` started before it is over; what `resolve` found
+   * for the name meanwhile is forgotten after it.
+   */
+  #inLane<T>(name: string, f: () => Promise<T>): Promise<T> {
+    const before = this.#lanes.get(name) ?? Promise.resolve();
+    const once = () => f().finally(() => this.forget(name));
+    const run = before.then(once, once);
+    const lane = run.catch(() => {});
+    this.#lanes.set(name, lane);
+    void lane.then(() => {
+      if (this.#lanes.get(name) === lane) this.#lanes.delete(name);
+    });
+    return run;
   }
 
   /**
@@ -296,6 +361,11 @@ export class QueueCatalog {
 const isStore = (home: object): home is CatalogStore =>
   typeof (home as Partial<CatalogStore>).get === "function" &&
   typeof (home as Partial<CatalogStore>).add === "function";
+
+/** What a deleted queue's database answers while an edge still routes to it (its name is not known there). */
+export function queueGone(): QueueError {
+  return new QueueError("QUEUE_NOT_FOUND", "queue: this queue was deleted", { field: "queue" });
+}
 
 export function notFound(name: string): QueueError {
   return new QueueError("QUEUE_NOT_FOUND", `queue: no queue ${name} (make it with PUT /v1/queues/${name})`, {

@@ -346,41 +346,51 @@ export function earliestDue(all: Array<Due | undefined>): Due {
 }
 
 /**
- * A long poll on every shard at once (`poll(s, signal)`, in `order`): the first answer with leases
- * wins; the others are called off, and what they took meanwhile is given back unspent.
+ * A long poll on every shard at once (`poll(s, signal)`, in `order`), served as one database serves
+ * a long poll: the first answer with leases ends the wait on every shard (the others are called off,
+ * and answer at once with what their claims out bring). The first answer's leases are kept, and
+ * with `want` (the leases asked for) those of the others too, in the order they answered, up to
+ * `want`; the rest go back unspent. A shard that fails holds back no other: its error is thrown
+ * when no shard answered with leases and every shard failed, or at once when its queue is gone.
  */
 export async function firstToAnswer<E>(
   order: number[],
   poll: (s: number, signal: AbortSignal) => Promise<Lease<E>[]>,
   giveBack: (lease: Lease<E>) => Promise<unknown>,
   signal: AbortSignal | undefined,
+  want?: number,
 ): Promise<Lease<E>[]> {
   const off = new AbortController();
   const stop = () => off.abort(signal?.reason);
   signal?.addEventListener("abort", stop, { once: true });
-  let won: Lease<E>[] | undefined;
+  const kept: Lease<E>[] = [];
+  let answered = false;
   try {
     const polls = order.map(async (s) => {
-      let leases: Lease<E>[] = [];
+      let leases: Lease<E>[];
       try {
         leases = await poll(s, off.signal);
       } catch (e) {
-        if (!off.signal.aborted) throw e;
+        if ((e as { code?: unknown } | null)?.code === "QUEUE_NOT_FOUND") off.abort();
+        throw e;
       }
       if (leases.length === 0) return;
-      if (won === undefined) {
-        won = leases;
-        off.abort();
-        return;
-      }
-      // Another shard answered first: these go back unspent.
-      await Promise.allSettled(leases.map(giveBack));
+      const first = !answered;
+      answered = true;
+      off.abort();
+      const room = first ? leases.length : Math.max(0, (want ?? 0) - kept.length);
+      kept.push(...leases.slice(0, room));
+      // Beyond what was asked for: back unspent.
+      await Promise.allSettled(leases.slice(room).map(giveBack));
     });
     const settled = await Promise.allSettled(polls);
-    if (won !== undefined) return won;
+    // Called off by the caller: nothing to say to it.
+    if (answered || signal?.aborted) return kept;
+    const failed = settled.flatMap((r) => (r.status === "rejected" ? [toQueueError(r.reason)] : []));
+    const gone = failed.find((e) => e.code === "QUEUE_NOT_FOUND");
+    if (gone !== undefined) throw gone;
     // A shard that could not be reached holds back no other: its failure is thrown only when every
     // shard failed (or it is no outage).
-    const failed = settled.flatMap((r) => (r.status === "rejected" ? [toQueueError(r.reason)] : []));
     const fault = failed.find((e) => !OUTAGE_CODES.has(e.code));
     if (fault !== undefined || (failed.length > 0 && failed.length === order.length)) throw fault ?? failed[0];
     return [];

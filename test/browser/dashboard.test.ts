@@ -208,3 +208,43 @@ describe("the dashboard", () => {
     expect(requests.every((u) => u.startsWith(worker.url))).toBe(true);
   });
 });
+
+describe("every page", () => {
+  it("declares its icon, which is served (a browser asks for no /favicon.ico), and loads with nothing failing", async () => {
+    const fresh = await browser.newPage();
+    const failed: string[] = [];
+    fresh.on("response", (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${new URL(r.url()).pathname}`);
+    });
+    fresh.on("requestfailed", (r) => failed.push(`failed ${new URL(r.url()).pathname}`));
+    fresh.on("console", (m) => {
+      if (m.type() === "error") failed.push(`console: ${m.text()}`);
+    });
+    const icons: Array<{ path: string; href: string | undefined; status: number; type: string | undefined }> = [];
+    try {
+      for (const path of ["/", "/docs", "/dashboard"]) {
+        await fresh.goto(`${worker.url}${path}`, { waitUntil: "networkidle" });
+        const href = await fresh.evaluate(() => document.querySelector<HTMLLinkElement>('link[rel="icon"]')?.href);
+        // Headless Chromium fetches no icon by itself: fetch it as a headed one would, from the page.
+        const got = href ? await fresh.request.get(href) : undefined;
+        icons.push({
+          path,
+          href: href === undefined ? undefined : new URL(href).pathname,
+          status: got?.status() ?? 0,
+          type: got?.headers()["content-type"],
+        });
+      }
+    } finally {
+      await fresh.close();
+    }
+    expect(failed).toEqual([]);
+    expect(icons).toEqual(
+      ["/", "/docs", "/dashboard"].map((path) => ({
+        path,
+        href: "/assets/icon.svg",
+        status: 200,
+        type: "image/svg+xml",
+      })),
+    );
+  });
+});

@@ -13,8 +13,10 @@ export interface RunOptions {
   /** The API (the proxy in front of the Worker). */
   url: () => string;
   token: string;
-  /** sqld itself, for the checks made meanwhile (never through the fault proxy). */
-  db: Client;
+  /** sqld itself, for the checks made meanwhile (never through the fault proxy): the queue's database, or each of its shards'. */
+  db: Client | Client[];
+  /** A named queue (`/v1/queues/{queue}/...`); default: the default queue. */
+  queue?: string;
   messages: number;
   groups: number;
   publishers: number;
@@ -63,6 +65,8 @@ export class FaultRun {
   /** Errors callers saw, by code and by who saw them. */
   readonly errors: Record<string, number> = {};
   readonly clientPublishErrors: string[] = [];
+  /** Acks, by when they were answered (ms since the epoch) and the seq they acked. */
+  readonly ackTimes: { at: number; seq: number }[] = [];
   hangUps = 0;
   maxCallMs = 0;
   publishMs = 0;
@@ -92,12 +96,23 @@ export class FaultRun {
     return { drainMs: Date.now() - this.#started, overlaps };
   }
 
+  /** `/v1/...` of the run's queue. */
+  #path(p: string): string {
+    return this.o.queue === undefined ? p : `/v1/queues/${this.o.queue}${p.slice(3)}`;
+  }
+
+  /** Its databases (one per shard). */
+  get #dbs(): Client[] {
+    return Array.isArray(this.o.db) ? this.o.db : [this.o.db];
+  }
+
   #client(kind: string, n: number): QueueClient {
     return createClient({
       url: this.o.url(),
       token: this.o.token,
       timeoutMs: this.o.callTimeoutMs,
       retries: 8,
+      ...(this.o.queue === undefined ? {} : { queue: this.o.queue }),
       // Each call reads the current URL: the Worker may have been restarted on another port.
       fetch: (url, init) => fetch(url.replace(/^http:\/\/127\.0\.0\.1:\d+/, this.o.url()), init),
       ...(kind === "claimer" ? { autoIdempotencyKeys: n % 2 === 0 } : {}),
@@ -214,7 +229,7 @@ export class FaultRun {
     while (Date.now() < until) {
       const r = await this.#raw(
         "publish (raw)",
-        "/v1/messages",
+        this.#path("/v1/messages"),
         { messages: [{ group_id: e.group, event: e }] },
         {
           headers: { "idempotency-key": key },
@@ -239,7 +254,7 @@ export class FaultRun {
         const longPoll = Math.random() < 0.5;
         await this.#raw(
           "claim (hung up)",
-          "/v1/claims",
+          this.#path("/v1/claims"),
           { worker_id: worker, visibility: this.o.visibility, ...(longPoll ? { wait: 2 } : {}) },
           {
             abortAfterMs: longPoll ? 50 + Math.random() * 400 : Math.random() * 15,
@@ -268,6 +283,7 @@ export class FaultRun {
       if (!ok) continue;
       if (this.acked.has(lease.seq)) this.violations.push(`seq ${lease.seq} acked twice`);
       this.acked.set(lease.seq, { ...lease.event, seq: lease.seq, claimAnswered, ackSent });
+      this.ackTimes.push({ at: Date.now(), seq: lease.seq });
     }
   }
 
@@ -281,7 +297,7 @@ export class FaultRun {
 
   async #claimRaw(worker: string, wait: number): Promise<Delivered | undefined> {
     const body = { worker_id: worker, visibility: this.o.visibility, ...(wait > 0 ? { wait } : {}) };
-    const r = await this.#raw("claim (raw)", "/v1/claims", body);
+    const r = await this.#raw("claim (raw)", this.#path("/v1/claims"), body);
     if (r === "failed" || r.status !== 200) return undefined;
     const l = r.json as { lease_id: string; seq: number; event: Event };
     return { id: l.lease_id, seq: l.seq, event: l.event };
@@ -290,7 +306,7 @@ export class FaultRun {
   async #ackRaw(leaseId: string): Promise<boolean> {
     let unknown = false;
     for (let attempt = 0; attempt < 10; attempt++) {
-      const r = await this.#raw("ack (raw)", `/v1/leases/${encodeURIComponent(leaseId)}/ack`, undefined);
+      const r = await this.#raw("ack (raw)", this.#path(`/v1/leases/${encodeURIComponent(leaseId)}/ack`), undefined);
       if (r !== "failed" && r.status === 204) return true;
       // Sent again after an attempt whose answer was lost: the message is gone, acked by that attempt
       // (nothing is dead-lettered here; the empty queue at the end confirms it).
@@ -306,13 +322,17 @@ export class FaultRun {
   async #watch(overlaps: unknown[], deadline: number): Promise<void> {
     while (Date.now() < deadline) {
       try {
-        const rs = await this.o.db.execute(`SELECT group_id, count(*) AS live FROM messages
+        for (const db of this.#dbs) {
+          const rs = await db.execute(`SELECT group_id, count(*) AS live FROM messages
           WHERE locked_by IS NOT NULL AND locked_by <> '__parked__' AND lock_expiry >= unixepoch('subsec')
           GROUP BY group_id HAVING count(*) > 1`);
-        overlaps.push(...rs.rows.map((r) => ({ ...r })));
+          overlaps.push(...rs.rows.map((r) => ({ ...r })));
+        }
         if (this.#publishersDone && [...this.published.keys()].every((s) => this.acked.has(s))) {
-          const left = await this.o.db.execute("SELECT count(*) AS n FROM messages");
-          if (Number(left.rows[0]?.n) === 0) return;
+          let left = 0;
+          for (const db of this.#dbs)
+            left += Number((await db.execute("SELECT count(*) AS n FROM messages")).rows[0]?.n);
+          if (left === 0) return;
         }
       } catch {
         // sqld is down: the next poll

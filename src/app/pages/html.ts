@@ -12,7 +12,8 @@ export function esc(text: string): string {
 export function page(title: string, body: string, base: string, script?: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(title)}</title><link rel="stylesheet" href="${esc(base)}/assets/style.css"></head>
+<title>${esc(title)}</title><link rel="icon" href="${esc(base)}/assets/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="${esc(base)}/assets/style.css"></head>
 <body data-base="${esc(base)}">${body}${script ? `<script src="${esc(base + script)}"></script>` : ""}</body></html>`;
 }
 

@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import { ClaimAnswer, ClaimBody } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
 import { leaseToWire } from "../../contract/wire.js";
+import { notFound } from "../../core/queues.js";
 import type { Lease } from "../../core/types.js";
 import { type ClaimInput, claimWithAcks } from "../claiming.js";
 import type { AppEnv } from "../context.js";
@@ -64,11 +65,21 @@ export function claimAnswer(
 
 handle(claims, claim, async (c) => {
   const body = c.req.valid("json");
+  const { catalog, queueName } = c.var;
+  let made: number | undefined;
   const got = await claimWithAcks(claimInputOf(body), {
-    queue: c.var.queue,
+    queue: async () => {
+      const q = await c.var.queue();
+      // The queue as it was when first taken: one made again under the name is another queue.
+      made ??= (await catalog.resolve(queueName)).createdAt;
+      return q;
+    },
     idle: c.var.idle,
     waits: c.var.waits,
     signal: c.req.raw.signal,
+    stillThere: async () => {
+      if ((await catalog.resolve(queueName)).createdAt !== made) throw notFound(queueName);
+    },
   });
   return claimAnswer(c, body, got);
 });

@@ -1,6 +1,6 @@
 /**
  * What needs neither the token nor the database: `/healthz`, the OpenAPI document, the docs page,
- * the dashboard and their two assets, and `/` pointing at them. Served by the edge app as well, so
+ * the dashboard and their assets (a stylesheet, a script, an icon), and `/` pointing at them. Served by the edge app as well, so
  * none of it reaches the queue's writer.
  */
 import { type Context, Hono } from "hono";
@@ -11,6 +11,7 @@ import { openApiDocument } from "../openapi.js";
 import { DASHBOARD_JS, dashboardHtml } from "../pages/dashboard.js";
 import { docsPage } from "../pages/docs.js";
 import { esc, mountOf, PAGE_HEADERS, page } from "../pages/html.js";
+import { ICON_SVG } from "../pages/icon.js";
 import { STYLE_CSS } from "../pages/style.js";
 import { defineRoute, handle, type RouteSpec } from "../route.js";
 import { API_ROUTES } from "./index.js";
@@ -53,7 +54,7 @@ export const dashboard = html(
   "dashboard",
   "Counters, the last hour in charts (backlog by state, published and acked per minute, oldest age), groups in flight and next in line (a group's next messages, purge), and dead letters (redrive, delete). It asks for the bearer token and uses the /v1 API.",
 );
-const asset = (path: `/${string}`, operationId: string, content: "text/css" | "text/javascript") =>
+const asset = (path: `/${string}`, operationId: string, content: "text/css" | "text/javascript" | "image/svg+xml") =>
   defineRoute({
     method: "get",
     path,
@@ -65,8 +66,18 @@ const asset = (path: `/${string}`, operationId: string, content: "text/css" | "t
   });
 export const styleAsset = asset("/assets/style.css", "styleAsset", "text/css");
 export const dashboardAsset = asset("/assets/dashboard.js", "dashboardAsset", "text/javascript");
+export const iconAsset = asset("/assets/icon.svg", "iconAsset", "image/svg+xml");
 
-export const PAGE_ROUTES: readonly RouteSpec[] = [home, healthz, openapi, docs, dashboard, styleAsset, dashboardAsset];
+export const PAGE_ROUTES: readonly RouteSpec[] = [
+  home,
+  healthz,
+  openapi,
+  docs,
+  dashboard,
+  styleAsset,
+  dashboardAsset,
+  iconAsset,
+];
 
 /** Built on first use (not at startup), once per isolate and mount point. */
 const built = new Map<string, { doc?: Record<string, unknown>; docs?: string; home?: string; dashboard?: string }>();
@@ -127,4 +138,7 @@ handle(pages, styleAsset, (c) =>
 );
 handle(pages, dashboardAsset, (c) =>
   c.body(DASHBOARD_JS, 200, { ...PAGE_HEADERS, "Content-Type": "text/javascript; charset=utf-8" }),
+);
+handle(pages, iconAsset, (c) =>
+  c.body(ICON_SVG, 200, { ...PAGE_HEADERS, "Content-Type": "image/svg+xml", "Cache-Control": "max-age=86400" }),
 );

@@ -92,7 +92,7 @@ export const deleteQueue = defineRoute({
   tag: "Queues",
   summary: "Delete a queue and its databases",
   description:
-    "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted.",
+    "Refused (409 QUEUE_NOT_EMPTY) while it holds messages or dead letters, unless `force=true`. The default queue cannot be deleted. Its long polls under way end at once with 404 QUEUE_NOT_FOUND, and nothing of it serves a queue made again under the name. A delete and a make of one name never interleave: each answers as if it ran alone.",
   scope: "manage",
   request: { params: QueuePath, query: QueueDeleteQuery },
   responses: { 204: { description: "Deleted, with its databases." } },
@@ -127,16 +127,25 @@ handle(queues, listQueues, async (c) => {
 handle(queues, putQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
   const body = c.req.valid("json");
-  const { queue, created } = await c.var.catalog.put(name, {
-    shards: body.shards,
-    locationHint: body.location_hint,
-  });
+  const catalog = c.var.catalog;
   const flow = queueFlowOf(body);
-  const settings = await settingsOf(c, queue, Object.keys(flow).length > 0 ? flow : undefined);
-  return c.json(
-    { ...queueToWire(queue), created, settings: queueSettingsToWire(settings) } satisfies T.QueueAnswer,
-    created ? 201 : 200,
-  );
+  let made = false;
+  for (let attempt = 1; ; attempt++) {
+    const { queue, created } = await catalog.put(name, { shards: body.shards, locationHint: body.location_hint });
+    made ||= created;
+    try {
+      const settings = await settingsOf(c, queue, Object.keys(flow).length > 0 ? flow : undefined);
+      return c.json(
+        { ...queueToWire(queue), created: made, settings: queueSettingsToWire(settings) } satisfies T.QueueAnswer,
+        made ? 201 : 200,
+      );
+    } catch (e) {
+      // Deleted between its making and its settings (a delete racing this put): made again, as if
+      // this put came after the delete.
+      catalog.forget(name);
+      if (attempt >= 3 || (await catalog.get(name)) !== undefined) throw e;
+    }
+  }
 });
 
 handle(queues, getQueue, async (c) => {
@@ -157,11 +166,6 @@ handle(queues, getQueue, async (c) => {
 
 handle(queues, deleteQueue, async (c) => {
   const { queue: name } = c.req.valid("param");
-  const catalog = c.var.catalog;
-  const queue = await catalog.get(name);
-  if (queue === undefined || !(await catalog.delete(name, { force: c.req.valid("query").force === true }))) {
-    throw notFound(name);
-  }
-  await c.var.queueDeleted(queue);
+  if (!(await c.var.catalog.delete(name, { force: c.req.valid("query").force === true }))) throw notFound(name);
   return c.body(null, 204);
 });

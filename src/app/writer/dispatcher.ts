@@ -1,8 +1,9 @@
 /**
  * Long-poll claims inside the QueueWriter (the database's single writer).
  *
- * Waiters are held in arrival order, each with its own worker, visibility, priority floor and
- * count. When to claim for them is the scheduler's (src/app/writer/scheduler.ts): a newcomer gets
+ * Waiters are held in arrival order (when their request reached the API, `since`: a sharded long
+ * poll reaches each shard's writer a moment after a later, quicker one may have), each with its own
+ * worker, visibility, priority floor and count. When to claim for them is the scheduler's (src/app/writer/scheduler.ts): a newcomer gets
  * one claim of its own; a write through this transport, a claim for every waiter in that write's
  * own batch, after it, in arrival order (the first to come is served first); a due moment or the
  * safety re-check, one probing claim for the least picky waiter, then a full round only if it
@@ -10,7 +11,9 @@
  *
  * A waiter that goes away (its request aborted) before its claim answered gets nothing, and the
  * leases taken for it are released at once; if the runtime never says, they lapse at the end of
- * their visibility like any lease.
+ * their visibility like any lease. A waiter whose wait is ended (its time is up, or its caller ends
+ * it: another shard of its queue answered first) while a claim for it is out gets what that claim
+ * brings, a moment later: its caller, still there, keeps it or gives it back.
  *
  * A dispatcher lives as long as its transport, but listens to it (and keeps a timer) only while it
  * holds waiters: an idle one is referenced by nothing but its registry's WeakMap entry.
@@ -26,17 +29,26 @@ export interface WaitRequest {
   n: number;
   minPriority: number;
   waitMs: number;
+  /** Aborted when its caller goes away: what a claim out for it brings is released. */
   signal?: AbortSignal | undefined;
+  /** Aborted when its caller ends the wait: it is answered with what a claim out for it brings, or nothing. */
+  end?: AbortSignal | undefined;
+  /** When its request arrived (ms since the epoch; default: now): its place among the waiters. */
+  since?: number | undefined;
 }
 
 interface Waiter extends WaitRequest {
+  since: number;
   resolve(leases: Lease[]): void;
   reject(e: unknown): void;
   timer: ReturnType<typeof setTimeout> | undefined;
   onAbort: () => void;
+  onEnd: () => void;
   done: boolean;
   /** A claim for it is out. */
   claiming: boolean;
+  /** Its wait is over: it is answered with what its claim out brings. */
+  ending: boolean;
 }
 
 /** Counters, for tests and the bench. */
@@ -65,7 +77,7 @@ export class Dispatcher {
       queue,
       {
         active: () => this.#waiters.length > 0,
-        asks: () => this.#waiters.filter((w) => !w.claiming),
+        asks: () => this.#waiters.filter((w) => !w.claiming && !w.ending),
         claiming: (w) => {
           w.claiming = true;
         },
@@ -92,15 +104,31 @@ export class Dispatcher {
   /** Resolves with the leases claimed for this waiter, or none when its wait ends, it goes away or the dispatcher stops. */
   wait(req: WaitRequest): Promise<Lease[]> {
     return new Promise<Lease[]>((resolve, reject) => {
-      if (req.signal?.aborted || this.#stopped) {
+      if (req.signal?.aborted || req.end?.aborted || this.#stopped) {
         resolve([]);
         return;
       }
-      const w: Waiter = { ...req, resolve, reject, timer: undefined, onAbort: () => {}, done: false, claiming: false };
+      const w: Waiter = {
+        ...req,
+        since: req.since ?? Date.now(),
+        resolve,
+        reject,
+        timer: undefined,
+        onAbort: () => {},
+        onEnd: () => {},
+        done: false,
+        claiming: false,
+        ending: false,
+      };
       w.onAbort = () => this.#settle(w, []);
-      w.timer = setTimeout(w.onAbort, req.waitMs);
+      w.onEnd = () => this.#end(w);
+      w.timer = setTimeout(w.onEnd, req.waitMs);
       req.signal?.addEventListener("abort", w.onAbort, { once: true });
-      this.#waiters.push(w);
+      req.end?.addEventListener("abort", w.onEnd, { once: true });
+      // After every waiter that arrived before it (most often: at the end).
+      let at = this.#waiters.length;
+      while (at > 0 && (this.#waiters[at - 1] as Waiter).since > w.since) at--;
+      this.#waiters.splice(at, 0, w);
       if (this.#waiters.length === 1) {
         holding.add(this);
         this.#scheduler.listen();
@@ -109,20 +137,33 @@ export class Dispatcher {
     });
   }
 
-  /** Answers every waiter with nothing, and stops listening and waking for good (its transport is done). */
-  stop(): void {
+  /**
+   * Answers every waiter (with nothing, or with `error`: its queue was deleted), and stops listening
+   * and waking for good (its transport is done). What a claim still out takes is given back.
+   */
+  stop(error?: unknown): void {
     this.#stopped = true;
-    for (const w of [...this.#waiters]) this.#settle(w, []);
+    for (const w of [...this.#waiters]) this.#settle(w, [], error);
     this.#scheduler.stop();
     holding.delete(this);
     if (byTransport.get(this.#queue) === this) byTransport.delete(this.#queue);
   }
 
   #took(w: Waiter, got: PromiseSettledResult<Lease[]>): void {
-    if (got.status === "rejected") this.#settle(w, [], got.reason);
-    else if (got.value.length === 0) return;
+    if (got.status === "rejected") this.#settle(w, [], w.ending ? undefined : got.reason);
     else if (w.done) this.#giveBack(got.value);
-    else this.#settle(w, got.value);
+    else if (got.value.length > 0 || w.ending) this.#settle(w, got.value);
+  }
+
+  /** Its wait is over: answered now, or with what its claim out brings. */
+  #end(w: Waiter): void {
+    if (w.done) return;
+    if (!w.claiming) {
+      this.#settle(w, []);
+      return;
+    }
+    w.ending = true;
+    clearTimeout(w.timer);
   }
 
   #settle(w: Waiter, leases: Lease[], error?: unknown): void {
@@ -130,6 +171,7 @@ export class Dispatcher {
     w.done = true;
     clearTimeout(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
+    w.end?.removeEventListener("abort", w.onEnd);
     this.#waiters = this.#waiters.filter((x) => x !== w);
     if (this.#waiters.length === 0) {
       // Nobody left to serve: no listener or timer keeps this dispatcher (or its transport) alive.

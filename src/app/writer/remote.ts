@@ -9,11 +9,13 @@
  *   with it (the request to the writer carries the client's abort). A caller that ends the wait
  *   itself (another shard answered first) sends a cancel message instead: the writer answers at
  *   once, with what it may already have claimed, which the caller gives back; nothing the writer
- *   took is dropped on the way.
+ *   took is dropped on the way. A cancel that overtakes its wait ends the wait as it arrives.
+ * - A wait carries when its request reached the edge: each writer serves its waiters in that
+ *   order, as one database serves them, however long a sharded long poll took to reach it.
  */
 import type { Database } from "../../core/databases.js";
 import { QueueError, toQueueError } from "../../core/errors.js";
-import type { CatalogStore } from "../../core/queues.js";
+import type { CatalogStore, QueueManager } from "../../core/queues.js";
 import { randomToken } from "../../core/random.js";
 import type { ShardOf } from "../../core/shard.js";
 import type { StoredSubscription } from "../../core/subscriptions.js";
@@ -64,6 +66,8 @@ export interface WaitBody {
   n: number;
   minPriority: number;
   waitMs: number;
+  /** When its request reached the edge (ms since the epoch): its place among the writer's waiters. */
+  since: number;
 }
 export interface WaitAnswer {
   outcomes: Outcome<unknown>[];
@@ -74,16 +78,30 @@ export const WAIT_PATH = "/wait";
 /** A call on the catalog's rows, which the default queue's writer keeps. */
 export type CatalogCall = { [K in keyof CatalogStore]: [K, Parameters<CatalogStore[K]>] }[keyof CatalogStore];
 
+/** Making or deleting a queue, which the default queue's writer runs (one at a time per name). */
+export type ManageCall = { [K in keyof QueueManager]: [K, Parameters<QueueManager[K]>] }[keyof QueueManager];
+
 /** A database's QueueWriter as the edge calls it (src/worker.ts implements it). */
 export interface Writer extends KeyPort {
   run(target: WriterTarget, calls: Call[]): Promise<Outcome<unknown>[]>;
   /** On the default queue's writer: the catalog's rows. */
   catalog(call: CatalogCall): Promise<Outcome<unknown>>;
-  /** Ends the long poll `id` at once (answered with what it already holds). */
+  /** On the default queue's writer: makes or deletes a queue (its databases, its row, its writers retired). */
+  manage(call: ManageCall): Promise<Outcome<unknown>>;
+  /** Ends the long poll `id` at once (answered with what it already holds), even if it has not arrived yet. */
   cancelWait(id: string): Promise<void>;
   /** Its counters (`/metrics`), once stored; null when it never counted anything. */
   meter(): Promise<Outcome<MeterReading | null>>;
-  /** Its database is gone (its queue was deleted): stop pushing and waking. */
+  /**
+   * Its queue was made (again): it serves `target` from now on, with its schema in place, even if
+   * it had been retired.
+   */
+  prepare(target: WriterTarget): Promise<Outcome<void>>;
+  /**
+   * Its database is going (its queue was deleted): its long polls end with QUEUE_NOT_FOUND, it
+   * stops pushing and waking, lets go of its connection, and answers QUEUE_NOT_FOUND until its
+   * queue is made again (`prepare`).
+   */
   retire(): Promise<void>;
   fetch(request: Request): Promise<Response>;
 }
@@ -98,16 +116,24 @@ export class WriterQueue {
   readonly #writer: Writer;
   readonly #target: WriterTarget;
   readonly #hangup: AbortSignal | undefined;
+  readonly #arrived: number;
   #pending: Pending[] = [];
 
   /**
    * `writer`: the stub of the database's writer (it belongs to the request that made it); `hangup`:
-   * aborted when the client of that request goes away.
+   * aborted when the client of that request goes away; `arrived`: when that request came (ms since
+   * the epoch; default now).
    */
-  constructor(writer: Writer, database: Database, shard: ShardOf, hangup?: AbortSignal) {
+  constructor(
+    writer: Writer,
+    database: Database,
+    shard: ShardOf,
+    o: { hangup?: AbortSignal | undefined; arrived?: number } = {},
+  ) {
     this.#writer = writer;
     this.#target = { database: databaseRef(database), shard };
-    this.#hangup = hangup;
+    this.#hangup = o.hangup;
+    this.#arrived = o.arrived ?? Date.now();
   }
 
   /** Its claims may wait for a message. */
@@ -267,9 +293,15 @@ export class WriterQueue {
     return this.#call("deleteSubscription", [name]);
   }
 
-  /** Its writer has opened the database (and made its schema). */
+  /** Its writer serves the database (a queue made again: a retired writer comes back), its schema in place. */
   async ready(): Promise<void> {
-    await this.#send([]);
+    let got: Outcome<void>;
+    try {
+      got = await this.#writer.prepare(this.#target);
+    } catch (e) {
+      throw writerGone(e);
+    }
+    unwrap(got);
   }
 
   close(): void {}
@@ -316,7 +348,7 @@ export class WriterQueue {
     // The calls started in this tick ride with the wait (an ack before its long poll).
     const taken = this.#take();
     const id = randomToken();
-    const body: WaitBody = { target: this.#target, calls: taken.map((p) => p.call), id, ...ask };
+    const body: WaitBody = { target: this.#target, calls: taken.map((p) => p.call), id, since: this.#arrived, ...ask };
     const cancel = () => {
       this.#writer.cancelWait(id).catch(() => {});
     };
