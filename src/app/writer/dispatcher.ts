@@ -128,7 +128,7 @@ export class Dispatcher {
   #settle(w: Waiter, leases: Lease[], error?: unknown): void {
     if (w.done) return;
     w.done = true;
-    clearTimeout(w.timer);
+    if (w.timer !== undefined) clearTimeout(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
     this.#waiters = this.#waiters.filter((x) => x !== w);
     if (this.#waiters.length === 0) {
