@@ -27,6 +27,7 @@ export const PARTS: Array<[name: string, test: RegExp]> = [
     "the OpenAPI document (`openapi.ts`, `@valibot/to-json-schema`)",
     /node_modules\/@valibot\/to-json-schema\/|src\/app\/openapi\.ts/,
   ],
+  ["`@libsql/client` and its dependencies", /node_modules\/(@libsql|libsql|js-base64|promise-limit)\//],
   ["other packages", /node_modules\//],
   [
     "Node-only code of the library (`local.ts`, `node-fetch.ts`), never run in a Worker",
