@@ -1,7 +1,7 @@
-/** How the Worker reaches one database: a `@libsql/client/web` HTTP client plus the library's write path. */
-import { createClient } from "@libsql/client/web";
-import { DEFAULT_REQUEST_TIMEOUT_MS, inNamespace, withRequestTimeout } from "../core/connect.js";
+/** How the Worker reaches one database: Hrana 3 over HTTP (src/core/hrana.ts), reads and writes alike. */
+import { DEFAULT_REQUEST_TIMEOUT_MS, inNamespace } from "../core/connect.js";
 import type { Database } from "../core/databases.js";
+import { httpClient, httpUrlOf } from "../core/hrana.js";
 import { LibsqlTransport } from "../core/transport.js";
 import type { Config } from "./env.js";
 
@@ -17,19 +17,14 @@ export async function openDatabase(
   config: Config,
   options: { ensureSchema?: boolean; holdMs?: number } = {},
 ): Promise<{ transport: LibsqlTransport; close(): void }> {
-  const authToken = tokenFor(config, db);
-  const fetchIn = inNamespace(
-    withRequestTimeout(
-      (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
-      DEFAULT_REQUEST_TIMEOUT_MS,
-    ),
-    db.namespace,
-  );
-  const client = createClient({ url: db.url, authToken, fetch: fetchIn });
+  const url = httpUrlOf(db.url);
+  if (url === undefined) throw new TypeError(`a database of the Worker is reached over HTTP, not ${db.url}`);
+  // The global fetch, looked up per call: a Worker's fetch belongs to its request.
+  const fetchIn = inNamespace((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), db.namespace);
+  const client = httpClient({ url, authToken: tokenFor(config, db), fetch: fetchIn }, DEFAULT_REQUEST_TIMEOUT_MS);
   try {
     const transport = await LibsqlTransport.fromClient(client, {
       ensureSchema: options.ensureSchema ?? true,
-      http: { url: db.url, authToken, namespace: db.namespace },
       ...(options.holdMs === undefined ? {} : { holdMs: options.holdMs }),
     });
     return { transport, close: () => client.close() };

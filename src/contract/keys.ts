@@ -10,7 +10,7 @@ import {
   SCOPES,
   scopeProblem,
 } from "../rules.js";
-import { countText, id, integer, object, ruleCheck, ruleMessage, seqText } from "./kit.js";
+import { countText, id, integer, object, ruleCheck, ruleMessage, seqText, withCommas } from "./kit.js";
 
 const scope = v.picklist(SCOPES, ruleMessage(scopeProblem));
 const scopes = (description: string) =>
@@ -122,7 +122,7 @@ export const AuditEntry = v.object({
 export const AuditPage = v.object({
   entries: v.pipe(
     v.array(AuditEntry),
-    v.description(`Newest first. The last ${AUDIT.retention.toLocaleString("en-US")} entries are kept.`),
+    v.description(`Newest first. The last ${withCommas(AUDIT.retention)} entries are kept.`),
   ),
   next_before: v.pipe(v.nullable(v.number()), v.description("Pass as `before` for the next page; null on the last.")),
 });

@@ -143,10 +143,11 @@ export const leaseId = v.pipe(
 );
 
 /**
- * `1048576` → `1,048,576`. Not `toLocaleString`: this runs when the Worker starts, and a locale there
- * loads ICU's data first (BENCHMARKS.md, "The Worker's bundle and startup").
+ * `1048576` → `1,048,576`, for descriptions built when the Worker starts. Not `toLocaleString`: a
+ * locale there loads ICU's data first, the largest cost of a start (BENCHMARKS.md, "The Worker's
+ * bundle and startup"; test/package/worker-bundle.test.ts holds it).
  */
-const withCommas = (n: number) => String(n).replace(/\B(?=(\d{3})+$)/g, ",");
+export const withCommas = (n: number) => String(n).replace(/\B(?=(\d{3})+$)/g, ",");
 
 export const event = v.pipe(
   v.unknown(),

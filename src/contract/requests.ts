@@ -51,6 +51,7 @@ import {
   ruleMessage,
   seconds,
   seqText,
+  withCommas,
 } from "./kit.js";
 
 const delay = seconds(
@@ -325,7 +326,7 @@ const concurrency = (description: string) => integer(1, MAX_GROUP_CONCURRENCY, d
 
 /** A rate: `{limit, period, burst?}`. */
 const Rate = object({
-  limit: integer(1, RATE.maxLimit, `Claims per \`period\` (1 to ${RATE.maxLimit.toLocaleString("en-US")}).`),
+  limit: integer(1, RATE.maxLimit, `Claims per \`period\` (1 to ${withCommas(RATE.maxLimit)}).`),
   period: seconds("> 0", "Seconds (at most 366 days)."),
   burst: v.optional(
     integer(

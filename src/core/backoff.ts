@@ -48,7 +48,9 @@ export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
     new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(timeoutError(ms)), ms);
     }),
-  ]).finally(() => clearTimeout(timer));
+  ]).finally(() => {
+    if (timer !== undefined) clearTimeout(timer);
+  });
 }
 
 /** Resolves after `ms`; rejects with the signal's reason as soon as `signal` aborts. */

@@ -11,7 +11,7 @@ import { Committer } from "./committer.js";
 import type { WriteEngine } from "./engine.js";
 import { closed, invalid, isRetryable, QueueError, toQueueError } from "./errors.js";
 import { Health } from "./health.js";
-import { httpUrlOf, httpWriter } from "./hrana.js";
+import { HttpClient, httpUrlOf, httpWriter } from "./hrana.js";
 import { localOf } from "./local.js";
 import { nodeFetch } from "./node-fetch.js";
 import { migrationSteps, READ_SCHEMA_VERSION, SCHEMA_VERSION } from "./schema.js";
@@ -201,7 +201,10 @@ function connection(
   const writes: WriteEngine = new Committer(
     client,
     { ...settings, health },
-    localOf(client) ?? (o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"))),
+    localOf(client) ??
+      (client instanceof HttpClient
+        ? client.send
+        : o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"))),
   );
   let isClosed = false;
   const read = async (stmt: InStatement) => {

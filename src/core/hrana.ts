@@ -1,17 +1,22 @@
 /**
- * The write path's one request over HTTP: a `client.batch(stmts, "write")` as `@libsql/client`
- * sends it (Hrana over HTTP, one pipeline: BEGIN IMMEDIATE, each statement on the success of the
- * one before and while the transaction is open, COMMIT, ROLLBACK if the commit did not happen, then
- * close), the same bytes on the wire, without the client's general machinery: no stream object,
- * no per-value protobuf-style decoding, rows built as plain objects keyed by column name (the
- * transport reads nothing by position). In a Worker the Durable Object's thread runs every write
- * of the queue, so this is its hot loop (BENCHMARKS.md, "The Worker path").
+ * The database over HTTP without `@libsql/client`: Hrana 3 pipelines (`/v3/pipeline`, JSON), as the
+ * client sends them, without its general machinery (no stream object, no per-value protobuf-style
+ * decoding; rows built as plain objects keyed by column name: the transport reads nothing by
+ * position).
+ *
+ * - `httpWriter`: a `client.batch(stmts, "write")` as one request (BEGIN IMMEDIATE, each statement
+ *   on the success of the one before and while the transaction is open, COMMIT, ROLLBACK if the
+ *   commit did not happen, then close). In a Worker the Durable Object's thread runs every write of
+ *   the queue, so this is its hot loop.
+ * - `HttpClient`: that, plus one read per request: the subset of `Client` a transport uses, for a
+ *   Worker, which then bundles no database client at all.
  *
  * Errors look like the client's: a failed statement carries `code` and `statementIndex`
  * (committer.ts rejects only the write it belongs to), an HTTP error `status` and
- * `code: "SERVER_ERROR"`; errors.ts maps them all.
+ * `code: "SERVER_ERROR"`, an answer that is not a pipeline result `HRANA_PROTO_ERROR`; errors.ts
+ * maps them all.
  */
-import type { InStatement, ResultSet, Row } from "@libsql/client";
+import type { Client, InStatement, ResultSet, Row } from "@libsql/client";
 import { retryAfterMs } from "./backoff.js";
 
 export interface HttpTarget {
@@ -85,6 +90,54 @@ type Cond =
 /** Sends one write batch; `signal` abandons it (the write path's request deadline). */
 export type Send = (stmts: InStatement[], signal?: AbortSignal) => Promise<ResultSet[]>;
 
+/** One stream's requests in one HTTP request, then the stream closed: the answer to the first. */
+type Post = (request: object, signal: AbortSignal | undefined) => Promise<Response>;
+
+function poster(target: HttpTarget): Post {
+  const url = `${target.url.replace(/\/+$/, "")}/v3/pipeline`;
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  return (request, signal) =>
+    target.fetch(url, {
+      method: "POST",
+      headers,
+      ...(signal === undefined ? {} : { signal }),
+      body: JSON.stringify({ baton: null, requests: [request, { type: "close" }] }),
+    });
+}
+
+/** The first request's response of a pipeline's 200 answer, or its error (HTTP, protocol or the database's). */
+async function firstResponse<T>(res: Response): Promise<T> {
+  if (res.status !== 200) {
+    const text = await res.text().catch(() => "");
+    let message = text.slice(0, 500) || res.statusText;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? message;
+    } catch {
+      // not JSON: keep the text
+    }
+    throw new HranaError(`the server answered ${res.status}: ${message}`, "SERVER_ERROR", {
+      status: res.status,
+      retryAfterMs: retryAfterMs(res.headers.get("retry-after")),
+    });
+  }
+  const body = (await res.json().catch((e: unknown) => {
+    // A body cut short reads as JSON that ends early: the answer never came whole.
+    if (e instanceof SyntaxError) throw new HranaError(`the server's answer is not JSON: ${e.message}`, PROTO);
+    throw e;
+  })) as {
+    results?: Array<{ type: "ok"; response: T } | { type: "error"; error: { message: string; code?: string | null } }>;
+  };
+  const first = Array.isArray(body?.results) ? body.results[0] : undefined;
+  if (first?.type !== "ok" && first?.type !== "error") {
+    throw new HranaError("the server's answer is not a Hrana 3 pipeline result", PROTO);
+  }
+  if (first.type === "error") throw new HranaError(first.error.message, first.error.code ?? "UNKNOWN");
+  return first.response;
+}
+
+const PROTO = "HRANA_PROTO_ERROR";
+
 /**
  * Sends `stmts` as one atomic write batch and returns a result per statement. Hrana 3 over HTTP
  * (`/v3/pipeline`, JSON), which Turso and sqld since 0.21 speak. A server that does not know the
@@ -92,53 +145,75 @@ export type Send = (stmts: InStatement[], signal?: AbortSignal) => Promise<Resul
  * the server does), that batch and every later one go through it.
  */
 export function httpWriter(target: HttpTarget, fallback?: Send): Send {
-  const base = target.url.replace(/\/+$/, "");
-  const headers: Record<string, string> = { "content-type": "application/json" };
-  if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  const post = poster(target);
   let v3 = true;
   return async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
     if (!v3 && fallback !== undefined) return fallback(stmts);
-    const res = await target.fetch(`${base}/v3/pipeline`, {
-      method: "POST",
-      headers,
-      ...(signal === undefined ? {} : { signal }),
-      body: JSON.stringify({
-        baton: null,
-        requests: [{ type: "batch", batch: { steps: steps(stmts) } }, { type: "close" }],
-      }),
-    });
+    const res = await post({ type: "batch", batch: { steps: steps(stmts) } }, signal);
     if (res.status === 404 && fallback !== undefined) {
       await res.body?.cancel();
       v3 = false;
       return fallback(stmts);
     }
-    if (res.status !== 200) {
-      const text = await res.text().catch(() => "");
-      let message = text.slice(0, 500) || res.statusText;
-      try {
-        message = (JSON.parse(text) as { message?: string }).message ?? message;
-      } catch {
-        // not JSON: keep the text
-      }
-      throw new HranaError(`the server answered ${res.status}: ${message}`, "SERVER_ERROR", {
-        status: res.status,
-        retryAfterMs: retryAfterMs(res.headers.get("retry-after")),
-      });
-    }
-    const body = (await res.json()) as {
-      results: Array<
-        | { type: "ok"; response: { type: string; result: WireBatchResult } }
-        | { type: "error"; error: { message: string; code?: string | null } }
-      >;
-    };
-    const first = Array.isArray(body?.results) ? body.results[0] : undefined;
-    if (first?.type !== "ok" && first?.type !== "error") {
-      throw new HranaError("the server's answer is not a Hrana 3 pipeline result", "HRANA_PROTO_ERROR");
-    }
-    if (first.type === "error") throw new HranaError(first.error.message, first.error.code ?? "UNKNOWN");
-    return results(first.response.result, stmts.length);
+    const response = await firstResponse<{ result: WireBatchResult }>(res);
+    return results(response.result, stmts.length);
   };
 }
+
+/**
+ * The subset of `@libsql/client`'s `Client` a transport uses (`execute`, `batch(..., "write")`,
+ * `close`), over Hrana 3 alone: what the Worker opens its databases with. A server without Hrana 3
+ * (sqld before 0.21) answers 404, which maps to UNAVAILABLE like a database that is not there.
+ */
+export class HttpClient {
+  readonly protocol = "http";
+  closed = false;
+  /** The write path's request (committer.ts sends its batches through it). */
+  readonly send: Send;
+  readonly #post: Post;
+  readonly #readTimeoutMs: number;
+
+  /** `readTimeoutMs`: each read's request is abandoned after it (writes carry their own deadline). */
+  constructor(target: HttpTarget, readTimeoutMs: number) {
+    this.#post = poster(target);
+    this.send = httpWriter(target);
+    this.#readTimeoutMs = readTimeoutMs;
+  }
+
+  /** One statement on its own (autocommit), in one request. */
+  async execute(stmt: InStatement): Promise<ResultSet> {
+    this.#open();
+    const res = await this.#post(
+      { type: "execute", stmt: wireStmt(stmt, true) },
+      AbortSignal.timeout(this.#readTimeoutMs),
+    );
+    return resultSet((await firstResponse<{ result: WireResult }>(res)).result);
+  }
+
+  /** A write batch (BEGIN IMMEDIATE ... COMMIT) in one request; the only mode a transport asks for. */
+  async batch(stmts: InStatement[], mode?: string): Promise<ResultSet[]> {
+    this.#open();
+    if (mode !== "write") throw new TypeError(`HttpClient runs write batches only, not ${String(mode)}`);
+    return this.send(stmts);
+  }
+
+  /** Pulls an embedded replica's frames: nothing to pull over HTTP. */
+  async sync(): Promise<undefined> {
+    return undefined;
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  #open(): void {
+    if (this.closed) throw new HranaError("the client is closed", "CLIENT_CLOSED");
+  }
+}
+
+/** An `HttpClient` where a transport takes a `Client` (as `openLocal` gives a local file's). */
+export const httpClient = (target: HttpTarget, readTimeoutMs: number): Client =>
+  new HttpClient(target, readTimeoutMs) as unknown as Client;
 
 /** BEGIN IMMEDIATE, the statements, COMMIT, ROLLBACK: the steps `client.batch(..., "write")` sends. */
 function steps(stmts: InStatement[]) {
@@ -150,15 +225,9 @@ function steps(stmts: InStatement[]) {
       { type: "not", cond: { type: "is_autocommit" } },
     ],
   });
-  const out: Array<{ condition?: Cond; stmt: { sql: string; args?: WireValue[]; want_rows: boolean } }> = [
-    { stmt: { sql: "BEGIN IMMEDIATE", want_rows: false } },
-  ];
+  const out: Array<{ condition?: Cond; stmt: WireStmt }> = [{ stmt: { sql: "BEGIN IMMEDIATE", want_rows: false } }];
   stmts.forEach((s, i) => {
-    const sql = typeof s === "string" ? s : s.sql;
-    const args = typeof s === "string" ? undefined : s.args;
-    if (args !== undefined && !Array.isArray(args))
-      throw new TypeError("the write path takes positional arguments only");
-    out.push({ condition: open(i), stmt: { sql, args: (args ?? []).map(toWire), want_rows: true } });
+    out.push({ condition: open(i), stmt: wireStmt(s, true) });
   });
   const commit = out.length;
   out.push({ condition: open(commit - 1), stmt: { sql: "COMMIT", want_rows: false } });
@@ -167,6 +236,20 @@ function steps(stmts: InStatement[]) {
     stmt: { sql: "ROLLBACK", want_rows: false },
   });
   return out;
+}
+
+interface WireStmt {
+  sql: string;
+  args?: WireValue[];
+  want_rows: boolean;
+}
+
+function wireStmt(s: InStatement, wantRows: boolean): WireStmt {
+  const sql = typeof s === "string" ? s : s.sql;
+  const args = typeof s === "string" ? undefined : s.args;
+  if (args !== undefined && !Array.isArray(args))
+    throw new TypeError("Hrana requests here take positional arguments only");
+  return { sql, args: (args ?? []).map(toWire), want_rows: wantRows };
 }
 
 /** As `@libsql/client` encodes arguments: every JS number as a float (SQLite's affinity does the rest). */

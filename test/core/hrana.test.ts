@@ -1,13 +1,14 @@
 /**
  * The write path's own request (src/core/hrana.ts) against a real sqld, side by side with
  * `@libsql/client`'s `batch(..., "write")`, which it replaces for writes over HTTP: the same
- * results, the same atomicity, errors that say which statement failed.
+ * results, the same atomicity, errors that say which statement failed. And `HttpClient`, the
+ * Worker's reads and writes without the client: the same answers, errors mapped alike.
  */
 import { createClient, type InStatement, type ResultSet } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { QueueError, toQueueError } from "../../src/core/errors.js";
-import { HranaError, httpUrlOf, httpWriter } from "../../src/core/hrana.js";
-import { writeStatsOf } from "../../src/core/internals.js";
+import { HranaError, HttpClient, httpClient, httpUrlOf, httpWriter } from "../../src/core/hrana.js";
+import { clientOf, writeStatsOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { resetDatabase } from "../support/db.js";
 
@@ -166,5 +167,105 @@ describe("a server without Hrana 3 (an older sqld)", () => {
     const err = await odd([{ sql: "SELECT 1", args: [] }]).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: "HRANA_PROTO_ERROR" });
     expect(toQueueError(err)).toMatchObject({ code: "UNAVAILABLE" });
+  });
+});
+
+describe("HttpClient: reads and writes without @libsql/client", () => {
+  /** A client over the shared sqld that records each request's path. */
+  const counted = (readTimeoutMs = 5_000) => {
+    const paths: string[] = [];
+    const c = new HttpClient(
+      {
+        url,
+        fetch: (input, init) => {
+          paths.push(new URL(input instanceof Request ? input.url : String(input)).pathname);
+          return fetch(input, init);
+        },
+      },
+      readTimeoutMs,
+    );
+    return { c, paths };
+  };
+
+  beforeAll(async () => {
+    await client.execute("DROP TABLE IF EXISTS hc_read");
+    await client.execute("CREATE TABLE hc_read (k INTEGER PRIMARY KEY, f REAL, s TEXT, b BLOB, n TEXT)");
+    await client.execute({ sql: "INSERT INTO hc_read VALUES (?, ?, ?, x'00ff10', ?)", args: [3, 2.5, "é ✓", null] });
+  });
+
+  it("execute answers what client.execute answers, in one request", async () => {
+    const { c, paths } = counted();
+    for (const stmt of [
+      { sql: "SELECT k, typeof(k) AS tk, f, s AS k, b, n FROM hc_read WHERE k = ?", args: [3] },
+      "SELECT count(*) AS c, 9007199254740991 AS big FROM hc_read",
+      { sql: "SELECT * FROM hc_read WHERE k > ?", args: [100] },
+    ]) {
+      expect(seen([await c.execute(stmt)])).toEqual(seen([await client.execute(stmt)]));
+    }
+    expect(paths).toEqual(["/v3/pipeline", "/v3/pipeline", "/v3/pipeline"]);
+    const rs = await c.execute("SELECT b FROM hc_read");
+    expect(new Uint8Array(rs.rows[0]?.b as ArrayBuffer)).toEqual(new Uint8Array([0, 255, 16]));
+  });
+
+  it("a statement that fails is the database's error; a closed client refuses at once", async () => {
+    const { c, paths } = counted();
+    const err = await c.execute("SELECT nope FROM hc_read").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HranaError);
+    expect(toQueueError(err)).toMatchObject({ code: "DATABASE" });
+    expect((err as Error).message).toMatch(/no such column: nope/);
+    c.close();
+    expect(toQueueError(await c.execute("SELECT 1").catch((e: unknown) => e))).toMatchObject({ code: "CLOSED" });
+    expect(toQueueError(await c.batch(["SELECT 1"], "write").catch((e: unknown) => e))).toMatchObject({
+      code: "CLOSED",
+    });
+    expect(paths).toHaveLength(1);
+  });
+
+  it("an answer cut short, a 404 and a read past its time map as the client's do", async () => {
+    const cut = new HttpClient(
+      { url, fetch: async () => new Response('{"baton":null,"results":[{"ty', { status: 200 }) },
+      5_000,
+    );
+    const cutErr = toQueueError(await cut.execute("SELECT 1").catch((e: unknown) => e));
+    expect(cutErr).toMatchObject({ code: "UNAVAILABLE" });
+    const missing = new HttpClient({ url: `${url}/no-such-prefix`, fetch: (i, init) => fetch(i, init) }, 5_000);
+    expect(toQueueError(await missing.execute("SELECT 1").catch((e: unknown) => e))).toMatchObject({
+      code: "UNAVAILABLE",
+    });
+    // A server that never answers: the read's own deadline abandons its request.
+    const hang = new HttpClient(
+      {
+        url,
+        fetch: (_input, init) =>
+          new Promise<Response>((_, reject) =>
+            init?.signal?.addEventListener("abort", () => reject(init.signal?.reason)),
+          ),
+      },
+      50,
+    );
+    expect(toQueueError(await hang.execute("SELECT 1").catch((e: unknown) => e))).toMatchObject({ code: "TIMEOUT" });
+  });
+
+  it("a transport over it publishes, claims, reads and acks, every request a Hrana 3 pipeline", async () => {
+    await resetDatabase(client);
+    const { c, paths } = counted();
+    const t = await LibsqlTransport.fromClient(c as unknown as Parameters<typeof LibsqlTransport.fromClient>[0]);
+    const seq = await t.publish("http-client", { n: 1 });
+    expect((await t.stats()).ready).toBe(1);
+    const lease = await t.claim("w", 30);
+    expect(lease?.seq).toBe(seq);
+    await t.ack(lease as NonNullable<typeof lease>);
+    expect((await t.stats()).ready).toBe(0);
+    expect(new Set(paths)).toEqual(new Set(["/v3/pipeline"]));
+    // What tests reach through clientOf: reads and write batches of plain SQL.
+    const same = clientOf(t);
+    expect((await same.execute("SELECT count(*) AS c FROM messages")).rows[0]?.c).toBe(0);
+    await same.batch(["DELETE FROM messages"], "write");
+    t.close();
+    await resetDatabase(client);
+  });
+
+  it("httpClient is an HttpClient where a Client is expected", () => {
+    expect(httpClient({ url, fetch }, 1_000)).toBeInstanceOf(HttpClient);
   });
 });

@@ -1,5 +1,6 @@
 /** Keys: make one (its secret shown once), list them, revoke one; who a key is; the audit of `manage` actions. */
 import { Hono } from "hono";
+import { withCommas } from "../../contract/kit.js";
 import { AuditPage, AuditQuery, KeyBody, KeyCreated, KeyList, KeyPath, WhoAmI } from "../../contract/schemas.js";
 import type * as T from "../../contract/types.js";
 import { auditEntryToWire, grantToWire, keyToWire } from "../../contract/wire.js";
@@ -23,7 +24,7 @@ export const createKey = defineRoute({
   operationId: "createKey",
   tag: "Keys",
   summary: "Make a key",
-  description: `Answers the key (\`tq_<id>_<secret>\`) this once: only a SHA-256 of its secret is kept. It works at once on this isolate, and on every other within ${KEYS.revocationSeconds} s. A key may only give the scopes it has, and cannot make one that outlives it. At most ${KEYS.max.toLocaleString("en-US")} keys.`,
+  description: `Answers the key (\`tq_<id>_<secret>\`) this once: only a SHA-256 of its secret is kept. It works at once on this isolate, and on every other within ${KEYS.revocationSeconds} s. A key may only give the scopes it has, and cannot make one that outlives it. At most ${withCommas(KEYS.max)} keys.`,
   scope: "manage",
   queues: "every",
   audit: ["id", "name", "scopes", "queues", "expires_at"],
@@ -108,7 +109,7 @@ export const listAudit = defineRoute({
   operationId: "listAudit",
   tag: "Keys",
   summary: "The audit of changes",
-  description: `Every \`manage\` action that succeeded (a queue made, changed or deleted, a purge, a redrive, a dead letter deleted, a subscription changed, a key made or revoked), with who did it, when, and on which queue; newest first. The last ${AUDIT.retention.toLocaleString("en-US")} entries are kept.`,
+  description: `Every \`manage\` action that succeeded (a queue made, changed or deleted, a purge, a redrive, a dead letter deleted, a subscription changed, a key made or revoked), with who did it, when, and on which queue; newest first. The last ${withCommas(AUDIT.retention)} entries are kept.`,
   scope: "manage",
   queues: "every",
   request: { query: AuditQuery },

@@ -169,7 +169,7 @@ export class Dispatcher {
   #settle(w: Waiter, leases: Lease[], error?: unknown): void {
     if (w.done) return;
     w.done = true;
-    clearTimeout(w.timer);
+    if (w.timer !== undefined) clearTimeout(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
     w.end?.removeEventListener("abort", w.onEnd);
     this.#waiters = this.#waiters.filter((x) => x !== w);
