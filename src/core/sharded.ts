@@ -646,7 +646,7 @@ export class ShardedQueue {
       if (answered === undefined) this.#outages.failed(index, code);
       return answered === true;
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 

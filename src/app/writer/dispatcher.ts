@@ -163,7 +163,7 @@ export class Dispatcher {
       return;
     }
     w.ending = true;
-    clearTimeout(w.timer);
+    if (w.timer !== undefined) clearTimeout(w.timer);
   }
 
   #settle(w: Waiter, leases: Lease[], error?: unknown): void {
