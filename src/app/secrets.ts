@@ -3,8 +3,8 @@
 /**
  * Compares two secrets in time independent of where they differ and of the given one's length: every
  * character of `expected` is compared (with the given one's, cycled), and the lengths are folded in. Plain
- * JavaScript, synchronous: it runs on every request, where two Web Crypto digests cost more than the
- * rest of the bearer check (measured in workerd).
+ * JavaScript, synchronous: it runs on every request, where two Web Crypto digests would cost more than
+ * the rest of the bearer check.
  */
 export function sameSecret(given: string, expected: string): boolean {
   if (given.length === 0) return false;
