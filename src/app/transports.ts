@@ -89,8 +89,16 @@ export function perRequestTransports(): TransportFactory {
     };
     return {
       open: once,
+      // A queue being made (perhaps made again after a delete): its schema is checked, whatever this
+      // isolate knew of the database before.
       prepare: async (db) => {
+        const key = databaseKey(db);
+        schemaReady.delete(key);
+        opened.delete(key);
         await once(db);
+      },
+      retire: async (databases) => {
+        for (const db of databases) schemaReady.delete(databaseKey(db));
       },
       catalogStore: async () => catalogStoreOf(await once(config.database)),
       keys: () => lazyKeyStore(() => once(config.database)),

@@ -14,7 +14,7 @@ import { envInt } from "../support/trust.js";
 import { type NamedWorker, startNamedWorker } from "./named-worker.js";
 
 const TOKEN = "lifecycle-test-token-0123456789";
-const TRIES = envInt("TRUST_LIFECYCLE_TRIES", 25);
+const TRIES = envInt("TRUST_LIFECYCLE_TRIES", 10);
 
 let w: NamedWorker;
 /** The bundle without its Durable Object: every request serves itself, with transports of its own. */
