@@ -64,17 +64,12 @@ function valuesOf(rows: PublishRow[]) {
     grpArgs[`g${i}`] = r.groupId;
     grpArgs[`p${i}`] = r.priority;
     const values = [`:g${i}`, `:e${i}`, NOW];
-    const d = delayed ? `:d${i} > 0` : "0";
     if (delayed) {
       msgArgs[`d${i}`] = r.delay;
       grpArgs[`d${i}`] = r.delay;
       values.push(`CASE WHEN :d${i} > 0 THEN '${DELAYED}' END`, `CASE WHEN :d${i} > 0 THEN ${NOW} + :d${i} END`);
     }
-    // A group row made by this publish starts in its state (a delay holds it; flow settings may pause
-    // or rate-hold it); with no flow setting in force, its lookups read nothing.
-    grp.push(
-      `(:g${i}, :p${i}, ${newGroupState(`:g${i}`, d)}, ${newGroupTat(`:g${i}`)}, ${newGroupUntil(`:g${i}`, d)})`,
-    );
+    grp.push(delayed ? `(:g${i}, :p${i}, :d${i})` : `(:g${i}, :p${i})`);
     if (traced) {
       msgArgs[`t${i}`] = r.traceparent ?? null;
       values.push(`:t${i}`);
@@ -86,7 +81,15 @@ function valuesOf(rows: PublishRow[]) {
     ...(delayed ? ["locked_by, lock_expiry"] : []),
     ...(traced ? ["tq_trace"] : []),
   ].join(", ");
-  const grpColumns = "group_id, priority, tq_busy, tq_tat, tq_until";
+  // A group row made by this publish starts in its state (a delay holds it; flow settings may pause
+  // or rate-hold it); with no flow setting in force, its lookups read nothing. The state's
+  // expressions are written once over the rows, not once per row: a statement's size is what the
+  // database parses and plans on every batch.
+  const d = delayed ? "v.column3 > 0" : "0";
+  const groupsInsert = (where = "") =>
+    `INSERT OR IGNORE INTO groups (group_id, priority, tq_busy, tq_tat, tq_until)
+  SELECT v.column1, v.column2, ${newGroupState("v.column1", d)}, ${newGroupTat("v.column1")}, ${newGroupUntil("v.column1", d)}
+  FROM (VALUES ${grp.join(", ")}) AS v${where}`;
   const columnsOf = (list: string) =>
     list
       .split(", ")
@@ -96,11 +99,9 @@ function valuesOf(rows: PublishRow[]) {
     msgArgs,
     grpArgs,
     msgColumns,
-    grpColumns,
     selectMsg: columnsOf(msgColumns),
-    selectGrp: columnsOf(grpColumns),
     msgValues: msg.join(", "),
-    grpValues: grp.join(", "),
+    groupsInsert,
   };
 }
 
@@ -134,7 +135,7 @@ export function publishPlan(
   key: PublishKey,
   o: { singleton?: Singleton | undefined; wake?: boolean } = {},
 ): Plan<Published> {
-  const { msgArgs, grpArgs, msgColumns, grpColumns, selectMsg, selectGrp, msgValues, grpValues } = valuesOf(rows);
+  const { msgArgs, grpArgs, msgColumns, selectMsg, msgValues, groupsInsert } = valuesOf(rows);
   const single = o.singleton;
   const sArgs: Args = single ? { sk: single.key } : {};
   const columns = single ? `${msgColumns}, tq_singleton` : msgColumns;
@@ -150,10 +151,10 @@ export function publishPlan(
   const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
   // A group row only where a message of it is now stored (a singleton may store none).
   const guardedGroups = stmt(
-    `INSERT OR IGNORE INTO groups (${grpColumns}) SELECT ${selectGrp} FROM (VALUES ${grpValues}) AS v
-  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)`,
+    groupsInsert(" WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)"),
     grpArgs,
   );
+  const groups = stmt(groupsInsert(), grpArgs);
   const flowOf = (r: { inserted?: ResultSet }) => rowsOf(r.inserted).some((row) => Number(row.flow) === 1);
   if (key.kind === "none") {
     return plan(
@@ -163,10 +164,7 @@ export function publishPlan(
           "inserted",
           stmt(`INSERT INTO messages (${columns}) VALUES ${values}${conflict} ${returning}`, { ...msgArgs, ...sArgs }),
         ],
-        [
-          "groups",
-          single ? guardedGroups : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
-        ],
+        ["groups", single ? guardedGroups : groups],
         ["wake", wake],
       ],
       (r) => {
@@ -233,12 +231,7 @@ export function publishPlan(
               }),
         ],
         // A resend after the group emptied must not leave an empty group row.
-        [
-          "groups",
-          guarded || single
-            ? guardedGroups
-            : stmt(`INSERT OR IGNORE INTO groups (${grpColumns}) VALUES ${grpValues}`, grpArgs),
-        ],
+        ["groups", guarded || single ? guardedGroups : groups],
         ["wake", wake],
         // A singleton's record names the message it answers with (count 0: one it found waiting).
         [
