@@ -25,7 +25,7 @@
  *   last message goes is deleted.
  */
 
-import { FLOW_ON, FLOW_TRIGGERS } from "./sql/settings.js";
+import { FLOW_ON } from "./sql/settings.js";
 
 export const READ_SCHEMA_VERSION = "SELECT value FROM tq_meta WHERE key = 'schema_version'";
 
@@ -206,7 +206,8 @@ const KEYS_OBJECTS = [
  * - `messages.tq_singleton`: a singleton publish's key, unique among the messages never claimed
  *   (a claim takes its message out of that index for free).
  * - `tq_schedules`: publishes on a clock.
- * - The three triggers of version 2 run only while the switch is off, their flow-aware twins while
+ * - The three triggers of version 2 run only while the switch is off, their flow-aware twins (made
+ *   by the first settings write: src/core/sql/settings.ts) while
  *   it is on. Off, they read no more than before (and no trigger is added where none was: the
  *   first trigger on an insert or a delete costs a row read per row).
  */
@@ -276,7 +277,6 @@ END`,
   WHEN NEW.tq_lease IS NOT NULL AND NOT ${FLOW_ON} BEGIN
   UPDATE groups SET last_claimed_at = NEW.tq_claimed_at, tq_busy = 1 WHERE group_id = NEW.group_id;
 END`,
-  ...FLOW_TRIGGERS,
 ];
 
 /**

@@ -129,12 +129,9 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
   });
 });
 
-/** Takes version 6 (flow control) back out: its triggers, indexes, tables and columns. */
+/** Takes version 8 (flow control) back out: its triggers, indexes, tables and columns. */
 const UNDO_FLOW = [
   ...[
-    "tq_flow_leased",
-    "tq_flow_released",
-    "tq_flow_deleted",
     "tq_messages_deleted",
     "tq_messages_released",
     "tq_messages_leased",

@@ -107,10 +107,10 @@ function freedUpdate(gid: string, extra = ""): string {
 }
 
 /**
- * The flow-aware triggers (src/core/schema.ts), each the twin of one that runs while no setting is
- * in force, and those only flow control needs. None reads a row while the switch is off.
+ * The flow-aware triggers, each the twin of one of the schema's that runs while no setting is in
+ * force (src/core/schema.ts), made by the first settings write (FLOW_TRIGGER_STEPS).
  */
-export const FLOW_TRIGGERS = [
+const FLOW_TRIGGERS = [
   // A claim: stamp the group, advance its rate, and keep it out of the free index while its window
   // is full (HELD) or its rate holds it (RATED, until its next claim may go).
   `CREATE TRIGGER IF NOT EXISTS tq_flow_leased AFTER UPDATE OF tq_lease ON messages
@@ -222,6 +222,14 @@ function reconcile(where: string, args: Record<string, string | number | null> =
   );
 }
 
+/**
+ * The flow-aware triggers are made by a settings write, not by the schema: SQLite builds a table's
+ * triggers into every statement that writes it, so each ack and claim of a queue that never used flow
+ * control would pay to compile them. Made once (IF NOT EXISTS: later writes change nothing), they stay;
+ * switched off, they read nothing.
+ */
+const FLOW_TRIGGER_STEPS = FLOW_TRIGGERS.map((sql, i) => [`trigger${i}`, stmt(sql)] as const);
+
 /** The switch follows the settings: the queue's row is there while any setting (its own or a group's) is. */
 const SWITCH = [
   `INSERT INTO tq_settings (id, updated_at) SELECT 1, ${NOW} WHERE EXISTS (SELECT 1 FROM tq_group_settings)
@@ -262,6 +270,7 @@ export function setQueueSettingsPlan(p: QueueSettingsPatch): Plan<QueueFlow> {
   const changesGroups = p.groupConcurrency !== undefined || p.groupRate !== undefined;
   return plan(
     [
+      ...FLOW_TRIGGER_STEPS,
       ["ensure", stmt(`INSERT INTO tq_settings (id, updated_at) VALUES (1, ${NOW}) ON CONFLICT (id) DO NOTHING`)],
       [
         "set",
@@ -322,6 +331,7 @@ export function setGroupSettingsPlan(groupId: string, p: GroupSettingsPatch): Pl
   const rateGiven = p.rate !== undefined;
   return plan(
     [
+      ...FLOW_TRIGGER_STEPS,
       [
         "set",
         stmt(
