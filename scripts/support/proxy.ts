@@ -106,7 +106,12 @@ function requestLength(buf: Buffer): number {
   return bodyStart; // no body
 }
 
-export async function startProxy(upstreamPort: number): Promise<Proxy> {
+/**
+ * `resetOnHangUp`: a client that goes away resets the connection upstream, as a front line (Cloudflare's
+ * in front of a Worker) cancels the request it carried; otherwise it is closed, which workerd does not
+ * notice until it answers.
+ */
+export async function startProxy(upstreamPort: number, o: { resetOnHangUp?: boolean } = {}): Promise<Proxy> {
   let upstream = upstreamPort;
   const rules: Rule[] = [];
   const sockets = new Set<Socket>();
@@ -184,7 +189,8 @@ export async function startProxy(upstreamPort: number): Promise<Proxy> {
     };
     client.on("close", () => {
       sockets.delete(client);
-      up.destroy();
+      if (o.resetOnHangUp && !up.destroyed) up.resetAndDestroy();
+      else up.destroy();
     });
     up.on("close", () => {
       sockets.delete(up);

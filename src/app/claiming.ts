@@ -30,6 +30,11 @@ export interface ClaimContext {
   /** Aborted when the client goes away. */
   signal?: AbortSignal | undefined;
   /**
+   * Keeps the invocation alive until `work` is done, after its client left (the Worker's
+   * `ctx.waitUntil`): workerd runs nothing else of a request whose client went away.
+   */
+  keepAlive?: ((work: Promise<unknown>) => void) | undefined;
+  /**
    * Throws QUEUE_NOT_FOUND once the queue the claim started on is gone (deleted, or deleted and made
    * again under its name): a long poll that polls checks it each time it takes the queue again.
    */
@@ -65,14 +70,14 @@ function ackOutcome(queue: ServedQueue, id: string): Promise<AckOutcome> {
 async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): Promise<Lease[]> {
   let q = queue;
   const once = () => q.claimMany(input.workerId, input.visibility, input.n, input.minPriority);
-  if (input.wait === 0) return handedOver(q, await once(), ctx.signal);
+  if (input.wait === 0) return handedOver(q, once(), ctx);
   const waitMs = input.wait * 1000;
   if (ctx.waits.mode === "native") {
-    const got = await q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
+    const got = q.claimMany(input.workerId, input.visibility, input.n, input.minPriority, {
       wait: input.wait,
       ...(ctx.signal ? { signal: ctx.signal } : {}),
     });
-    return handedOver(q, got, ctx.signal);
+    return handedOver(q, got, ctx);
   }
   if (ctx.waits.mode === "dispatch" && queue instanceof LibsqlTransport) {
     return dispatcherFor(queue, ctx.waits.recheckMs).wait({
@@ -109,12 +114,43 @@ async function claim(queue: ServedQueue, input: ClaimInput, ctx: ClaimContext): 
       throw e;
     }
   }
-  return handedOver(q, got, ctx.signal);
+  return handedOver(q, Promise.resolve(got), ctx);
 }
 
-/** The leases, unless the client left while its claim was under way: then they go back at once, unspent. */
-async function handedOver(q: ServedQueue, got: Lease[], signal: AbortSignal | undefined): Promise<Lease[]> {
-  if (!signal?.aborted) return got;
-  await Promise.all(got.map((l) => q.release(l)));
-  return [];
+/**
+ * The leases, unless the client left while its claim was under way: then they go back at once,
+ * unspent. A runtime that ends a request as its client leaves (workerd) never comes back from the
+ * await below: the giving back starts from the hang-up itself, kept alive until the claim answers.
+ */
+async function handedOver(q: ServedQueue, claimed: Promise<Lease[]>, ctx: ClaimContext): Promise<Lease[]> {
+  const signal = ctx.signal;
+  if (signal === undefined) return claimed;
+  let givenBack: Promise<void> | undefined;
+  const giveBack = () => {
+    givenBack ??= claimed.then(
+      (got) => releaseAll(q, got),
+      () => {},
+    );
+    return givenBack;
+  };
+  const onHangUp = () => ctx.keepAlive?.(giveBack());
+  if (signal.aborted) onHangUp();
+  else signal.addEventListener("abort", onHangUp, { once: true });
+  try {
+    const got = await claimed;
+    if (!signal.aborted) return got;
+    await giveBack();
+    return [];
+  } finally {
+    signal.removeEventListener("abort", onHangUp);
+  }
+}
+
+async function releaseAll(q: ServedQueue, leases: Lease[]): Promise<void> {
+  const released = await Promise.allSettled(leases.map((l) => q.release(l)));
+  for (const r of released) {
+    // Not given back: it lapses at the end of its visibility, like any lease.
+    if (r.status === "rejected")
+      console.error("release of a departed client's lease failed", toQueueError(r.reason).message);
+  }
 }

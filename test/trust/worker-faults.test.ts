@@ -65,7 +65,8 @@ beforeAll(async () => {
   dbProxy = await startProxy(sqld.port);
   admin = await LibsqlTransport.create(sqld.url);
   worker = await serveWorker({ databaseUrl: dbProxy.url, queueToken: TOKEN, persist: join(dir, "objects") });
-  front = await startProxy(portOf(worker.url));
+  // The front line: a client who hangs up cancels its request, as Cloudflare's does.
+  front = await startProxy(portOf(worker.url), { resetOnHangUp: true });
 }, 180_000);
 
 afterAll(async () => {

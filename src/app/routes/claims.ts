@@ -77,9 +77,21 @@ handle(claims, claim, async (c) => {
     idle: c.var.idle,
     waits: c.var.waits,
     signal: c.req.raw.signal,
+    keepAlive: (work) => keepAlive(c, work),
     stillThere: async () => {
       if ((await catalog.resolve(queueName)).createdAt !== made) throw notFound(queueName);
     },
   });
   return claimAnswer(c, body, got);
 });
+
+/** The Worker's `ctx.waitUntil`; elsewhere (Node) nothing ends a request's work when its client leaves. */
+function keepAlive(c: Context<AppEnv>, work: Promise<unknown>): void {
+  let ctx: { waitUntil(p: Promise<unknown>): void } | undefined;
+  try {
+    ctx = c.executionCtx;
+  } catch {
+    return;
+  }
+  ctx.waitUntil(work);
+}
