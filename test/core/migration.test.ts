@@ -131,11 +131,7 @@ describe.each(targets)("migrating version 1 to version 2 on $name", (target) => 
 
 /** Takes version 8 (flow control) back out: its triggers, indexes, tables and columns. */
 const UNDO_FLOW = [
-  ...[
-    "tq_messages_deleted",
-    "tq_messages_released",
-    "tq_messages_leased",
-  ].map((t) => `DROP TRIGGER ${t}`),
+  ...["tq_messages_deleted", "tq_messages_released", "tq_messages_leased"].map((t) => `DROP TRIGGER ${t}`),
   "DROP INDEX tq_groups_until",
   "DROP INDEX tq_messages_singleton",
   "DROP INDEX tq_schedules_next",
