@@ -31,6 +31,8 @@ export interface DistanceConfig {
   /** Messages per latency case (push, long poll), one published every `gapMs`. */
   latencyMessages: number;
   gapMs: number;
+  /** The latency cases again at the farthest distance, one publish every `spacedGapMs` (longer than a round trip). */
+  spacedGapMs: number;
   /** Run the Worker's cases (drain and delivery). */
   worker: boolean;
 }
@@ -46,6 +48,7 @@ export const DISTANCE_FULL: DistanceConfig = {
   lowDrainMs: 4000,
   latencyMessages: 40,
   gapMs: 40,
+  spacedGapMs: 150,
   worker: true,
 };
 
@@ -60,6 +63,7 @@ export const DISTANCE_QUICK: DistanceConfig = {
   lowDrainMs: 3000,
   latencyMessages: 15,
   gapMs: 40,
+  spacedGapMs: 150,
   worker: true,
 };
 

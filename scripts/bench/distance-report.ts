@@ -16,6 +16,10 @@ import {
 import { fmt, percentile, table } from "./lib.js";
 
 export interface Latencies {
+  distance: number;
+  shards: number;
+  /** One publish every `gapMs`, each waiting for its answer. */
+  gapMs: number;
   push: number[];
   longPoll: number[];
 }
@@ -159,11 +163,11 @@ export function distanceReport(
       fmt(r.cores.node, 2),
       fmt(r.cores.sqld + r.cores.workerd + r.cores.node, 2),
     ]);
-  const latRows = [...latencies].map(([k, l]) => {
-    const [d, s] = k.slice(1).split(".s");
+  const latRows = [...latencies.values()].map((l) => {
     return [
-      `+${d} ms`,
-      String(s),
+      `+${l.distance} ms`,
+      String(l.shards),
+      `${l.gapMs} ms`,
       String(l.push.length),
       fmt(percentile(l.push, 50), 1),
       fmt(percentile(l.push, 99), 1),
@@ -242,6 +246,47 @@ export function distanceReport(
     figures[`target.${t.name}`] = t.value;
     figures[`target.${t.name}.steady`] = t.steady;
   }
+
+  // Targets of issues 28 (the Worker beside the library, delivery in one round trip) and 24 (the
+  // edge's CPU on 4 shards against 1), at the farthest distance.
+  const bounds: { name: string; value: number; goal: number; atMost: boolean }[] = [];
+  const bound = (name: string, a: number | undefined, b: number | undefined, goal: number, atMost = false) => {
+    if (a !== undefined && b !== undefined && b > 0) bounds.push({ name, value: a / b, goal, atMost });
+  };
+  const rate = (path: Path, shards: number, c: number) => find(path, far, shards, c)?.msgsPerSec;
+  const edgeCpu = (shards: number, c: number) => find("worker", far, shards, c)?.cpu.workerd;
+  bound(`+${far} ms, 1 shard, consume(256): Worker / library`, rate("worker", 1, 256), rate("library", 1, 256), 0.9);
+  bound(
+    `+${far} ms, 4 shards, consume(${wide(4)}): Worker / library`,
+    rate("worker", 4, wide(4)),
+    rate("library", 4, wide(4)),
+    0.7,
+  );
+  for (const c of [256, wide(4)]) {
+    bound(
+      `+${far} ms, workerd CPU per message, consume(${c}) on 4 shards / consume(256) on 1`,
+      edgeCpu(4, c),
+      edgeCpu(1, 256),
+      1.5,
+      true,
+    );
+  }
+  for (const l of latencies.values()) {
+    if (l.distance !== far) continue;
+    for (const [how, xs] of [
+      ["push", l.push],
+      ["long poll", l.longPoll],
+    ] as const) {
+      const p50 = percentile(xs, 50);
+      bounds.push({
+        name: `+${far} ms, ${l.shards} shard(s), publish every ${l.gapMs} ms: ${how} p50, ms`,
+        value: p50,
+        goal: 1.5 * far,
+        atMost: true,
+      });
+    }
+  }
+  for (const b of bounds) figures[`bound.${b.name}`] = b.value;
 
   figures.seconds = secs;
   const lowHead = cfg.low.map((c) => `c=${c}`);
@@ -353,10 +398,20 @@ export function distanceReport(
       : []),
     ...(latRows.length > 0
       ? [
-          `Publish→delivery latency through the Worker (ms), one publish every ${cfg.gapMs} ms over 8 groups (a publish waits for its answer): push to one subscription, or 4 consumers long-polling:`,
+          `Publish→delivery latency through the Worker (ms), one publish every ${cfg.gapMs} ms over 8 groups (a publish waits for its answer; at +${far} ms also every ${cfg.spacedGapMs} ms, more than a round trip apart): push to one subscription, or 4 consumers long-polling:`,
           "",
           table(
-            ["round trip", "shards", "push n", "push p50", "push p99", "long poll n", "long poll p50", "long poll p99"],
+            [
+              "round trip",
+              "shards",
+              "publish every",
+              "push n",
+              "push p50",
+              "push p99",
+              "long poll n",
+              "long poll p50",
+              "long poll p99",
+            ],
             latRows,
           ),
           "",
@@ -373,6 +428,22 @@ export function distanceReport(
       }),
     ),
     "",
+    ...(bounds.length > 0
+      ? [
+          `Targets (issues 28 and 24), at +${far} ms:`,
+          "",
+          table(
+            ["target", "value", "goal", "met"],
+            bounds.map((b) => [
+              b.name,
+              fmt(b.value, b.value < 10 ? 2 : 1),
+              `${b.atMost ? "<=" : ">="} ${fmt(b.goal, b.goal < 10 ? 2 : 0)}`,
+              (b.atMost ? b.value <= b.goal : b.value >= b.goal) ? "yes" : "NO",
+            ]),
+          ),
+          "",
+        ]
+      : []),
   ].join("\n");
   return { text, figures };
 }

@@ -189,13 +189,18 @@ export async function distanceBench(opts: {
     try {
       const q = admin.queue(name);
       await q.stats();
-      progress(`  latency d=${distance} shards=${shards}: push, then long poll, ${cfg.latencyMessages} messages each`);
-      const push = await pushLatency(q, cfg.latencyMessages, cfg.gapMs);
-      const longPoll = await longPollLatency(q, cfg.latencyMessages, cfg.gapMs);
-      latencies.set(`d${distance}.s${shards}`, { push, longPoll });
-      progress(
-        `    push p50 ${fmt(percentile(push, 50), 1)} p99 ${fmt(percentile(push, 99), 1)}; long poll p50 ${fmt(percentile(longPoll, 50), 1)} p99 ${fmt(percentile(longPoll, 99), 1)}`,
-      );
+      const far = distance === Math.max(...cfg.distances);
+      for (const gapMs of far ? [cfg.gapMs, cfg.spacedGapMs] : [cfg.gapMs]) {
+        progress(
+          `  latency d=${distance} shards=${shards} gap=${gapMs} ms: push, then long poll, ${cfg.latencyMessages} messages each`,
+        );
+        const push = await pushLatency(q, cfg.latencyMessages, gapMs);
+        const longPoll = await longPollLatency(q, cfg.latencyMessages, gapMs);
+        latencies.set(`d${distance}.s${shards}.g${gapMs}`, { distance, shards, gapMs, push, longPoll });
+        progress(
+          `    push p50 ${fmt(percentile(push, 50), 1)} p99 ${fmt(percentile(push, 99), 1)}; long poll p50 ${fmt(percentile(longPoll, 50), 1)} p99 ${fmt(percentile(longPoll, 99), 1)}`,
+        );
+      }
     } finally {
       await admin.deleteQueue(name, { force: true }).catch(() => false);
     }

@@ -424,8 +424,9 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
     expect((await admin.stats()).groups).toBe(0);
   });
 
-  // Before the HTTP consumer: its long polls, aborted at SIGTERM, live on in the writer until their
-  // wait ends (docs/guarantees.md, "Open") and would take the messages published here.
+  // This test and the next run before the HTTP consumer: its long polls, aborted at SIGTERM, live on
+  // in the writer until their wait ends (docs/guarantees.md, "Open") and would take the messages
+  // published here.
   it("the README's push consumer subscribes, verifies and prints deliveries, and unsubscribes on SIGTERM", async () => {
     await resetDatabase(clientOf(admin));
     const env = { QUEUE_URL: worker.url, QUEUE_TOKEN, PORT: String(await freePort()) };
@@ -449,6 +450,32 @@ export const entries: [typeof LibsqlTransport, typeof consume, typeof consumeAny
     ]);
     await waitFor(async () => (await admin.stats()).groups === 0, { what: "the acks" });
     expect(await listSubscriptions(admin)).toEqual([]);
+  });
+
+  it("the README's Hono example mounts the API in another app", async () => {
+    writeFileSync(join(app, "hono-app.mjs"), readmeExample("hono-app.mjs"));
+    writeFileSync(
+      join(app, "drive-hono.mjs"),
+      `import assert from "node:assert/strict";
+import app from "./hono-app.mjs";
+const env = { TURSO_DATABASE_URL: process.env.SQLD_URL, QUEUE_TOKEN: "a-token-of-at-least-16-chars" };
+const auth = { authorization: "Bearer a-token-of-at-least-16-chars", "content-type": "application/json" };
+assert.equal(await (await app.request("/", {}, env)).text(), "my own app");
+assert.equal((await app.request("/queue/v1/stats", {}, env)).status, 401);
+const pub = await app.request("/queue/v1/groups/orders/messages",
+  { method: "POST", headers: auth, body: JSON.stringify({ event: { order: 7 } }) }, env);
+assert.equal(pub.status, 201, await pub.clone().text());
+const { seq } = await pub.json();
+const stats = await (await app.request("/queue/v1/stats", { headers: auth }, env)).json();
+assert.equal(stats.ready, 1);
+console.log(JSON.stringify({ seq }));
+`,
+    );
+    await resetDatabase(clientOf(admin));
+    const out = await node(["drive-hono.mjs"], { SQLD_URL: inject("sqldUrl") });
+    const { seq } = JSON.parse(out.trim()) as { seq: number };
+    const lease = await admin.claim("check", 30);
+    expect(lease).toMatchObject({ seq, groupId: "orders", event: { order: 7 } });
   });
 
   it("the README's serverless publisher and HTTP consumer run as written against the Worker", async () => {
@@ -537,31 +564,5 @@ console.log(JSON.stringify(answers));
       });
       await nsWorker.stop();
     }
-  });
-
-  it("the README's Hono example mounts the API in another app", async () => {
-    writeFileSync(join(app, "hono-app.mjs"), readmeExample("hono-app.mjs"));
-    writeFileSync(
-      join(app, "drive-hono.mjs"),
-      `import assert from "node:assert/strict";
-import app from "./hono-app.mjs";
-const env = { TURSO_DATABASE_URL: process.env.SQLD_URL, QUEUE_TOKEN: "a-token-of-at-least-16-chars" };
-const auth = { authorization: "Bearer a-token-of-at-least-16-chars", "content-type": "application/json" };
-assert.equal(await (await app.request("/", {}, env)).text(), "my own app");
-assert.equal((await app.request("/queue/v1/stats", {}, env)).status, 401);
-const pub = await app.request("/queue/v1/groups/orders/messages",
-  { method: "POST", headers: auth, body: JSON.stringify({ event: { order: 7 } }) }, env);
-assert.equal(pub.status, 201, await pub.clone().text());
-const { seq } = await pub.json();
-const stats = await (await app.request("/queue/v1/stats", { headers: auth }, env)).json();
-assert.equal(stats.ready, 1);
-console.log(JSON.stringify({ seq }));
-`,
-    );
-    await resetDatabase(clientOf(admin));
-    const out = await node(["drive-hono.mjs"], { SQLD_URL: inject("sqldUrl") });
-    const { seq } = JSON.parse(out.trim()) as { seq: number };
-    const lease = await admin.claim("check", 30);
-    expect(lease).toMatchObject({ seq, groupId: "orders", event: { order: 7 } });
   });
 });
