@@ -162,7 +162,8 @@ export class LibsqlTransport {
 
   /**
    * Stores the rows. Where flow settings were in force at the last write, the batch also wakes the
-   * groups it publishes into; where they turn out to be in force now, a second write does.
+   * groups it publishes into; where they turn out to be in force now, it fails, storing nothing, and
+   * goes again as such.
    */
   async #storeRows(
     rows: sql.PublishRow[],
@@ -170,11 +171,15 @@ export class LibsqlTransport {
     singleton?: sql.Singleton,
   ): Promise<sql.Published> {
     const wake = this.#flow;
-    const stored = await this.#storeOnce(rows, userKey, { singleton, wake });
-    this.#flow = stored.flow;
-    if (stored.flow && !wake) {
-      await this.#write(sql.wakeGroupsPlan([...new Set(rows.map((r) => r.groupId))]), true, { frees: published });
+    let stored: sql.Published;
+    try {
+      stored = await this.#storeOnce(rows, userKey, { singleton, wake });
+    } catch (e) {
+      if (wake || !sql.flowTurnedOn(e)) throw e;
+      this.#flow = true;
+      return this.#storeRows(rows, userKey, singleton);
     }
+    this.#flow = stored.flow;
     return stored;
   }
 

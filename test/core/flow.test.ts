@@ -2,10 +2,10 @@
  * Flow control in the library: a group's concurrency above one, its rate, a queue's and a group's
  * pause, singleton publishes, and settings refused whole. On a local file and on sqld.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, inject, it } from "vitest";
 import { clientOf } from "../../src/core/internals.js";
-import { type Lease, type LibsqlTransport, QueueError, ShardedQueue } from "../../src/index.js";
-import { checkInvariants, targets, tempFile } from "../support/db.js";
+import { type Lease, LibsqlTransport, QueueError, ShardedQueue } from "../../src/index.js";
+import { checkInvariants, resetDatabase, targets, tempFile } from "../support/db.js";
 
 /** Messages started before an earlier message of their group ever was (its publish order broken). */
 const OUT_OF_ORDER = `SELECT m.seq FROM messages m WHERE m.tq_attempts IS NOT NULL
@@ -279,6 +279,49 @@ describe("flow control on a sharded queue", () => {
       expect(await q.deleteSchedule("nightly")).toBe(true);
     } finally {
       q.close();
+    }
+  });
+});
+
+// Flow settings written by another process: a transport learns of them from its next publish.
+describe.each([
+  { name: "file", database: async () => `file:${tempFile()}` },
+  {
+    name: "sqld",
+    database: async () => {
+      const t = await LibsqlTransport.create(inject("sqldUrl"));
+      await resetDatabase(clientOf(t));
+      t.close();
+      return inject("sqldUrl");
+    },
+  },
+])("flow settings from elsewhere, on $name", ({ database }) => {
+  it("a publisher that last saw no flow setting, after another process paused two groups, stores them paused, once", async () => {
+    const url = await database();
+    const t = await LibsqlTransport.create(url);
+    const other = await LibsqlTransport.create(url);
+    try {
+      // This transport's last publish saw no setting in force: its next one is written without them.
+      await t.publish("g", "g1");
+      expect((await t.claim("w", 30))?.event).toBe("g1");
+      await other.setGroup("new", { paused: true });
+      await other.setGroup("newer", { paused: true });
+      const seq = await t.publish("new", "n1");
+      await t.publishMany([
+        { groupId: "newer", event: "n2" },
+        { groupId: "open", event: "o1" },
+      ]);
+      expect((await t.claimMany("w", 30, 10)).map((l) => l.event)).toEqual(["o1"]);
+      await other.resetGroup("new");
+      await other.resetGroup("newer");
+      expect((await t.claimMany("w", 30, 10)).map((l) => [l.seq, l.event])).toEqual([
+        [seq, "n1"],
+        [seq + 1, "n2"],
+      ]);
+      await checkInvariants(clientOf(t));
+    } finally {
+      other.close();
+      t.close();
     }
   });
 });

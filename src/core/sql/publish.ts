@@ -6,7 +6,7 @@ import type { ResultSet } from "@libsql/client";
 import { DELAYED } from "../../rules.js";
 import { idempotencyConflict, QueueError } from "../errors.js";
 import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
-import { FLOW_ON, newGroupState, newGroupTat, newGroupUntil, wakeGroupsStmt } from "./settings.js";
+import { FLOW_ON, HELD, newGroupState, newGroupTat, newGroupUntil, wakeGroupsStmt } from "./settings.js";
 
 const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
 
@@ -82,13 +82,15 @@ function valuesOf(rows: PublishRow[]) {
     ...(traced ? ["tq_trace"] : []),
   ].join(", ");
   // A group row made by this publish starts in its state (a delay holds it; flow settings may pause
-  // or rate-hold it); with no flow setting in force, its lookups read nothing. The state's
-  // expressions are written once over the rows, not once per row: a statement's size is what the
-  // database parses and plans on every batch.
+  // or rate-hold it). The state's expressions are written once over the rows, not once per row, and
+  // only where flow settings may be in force (`flow`): a statement's size is what the database
+  // parses and plans on every batch. Without them, a delay alone decides.
   const d = delayed ? "v.column3 > 0" : "0";
-  const groupsInsert = (where = "") =>
+  const groupsInsert = (flow: boolean, where = "") =>
     `INSERT OR IGNORE INTO groups (group_id, priority, tq_busy, tq_tat, tq_until)
-  SELECT v.column1, v.column2, ${newGroupState("v.column1", d)}, ${newGroupTat("v.column1")}, ${newGroupUntil("v.column1", d)}
+  SELECT v.column1, v.column2, ${
+    flow ? newGroupState("v.column1", d) : delayed ? `CASE WHEN ${d} THEN ${HELD} END` : "NULL"
+  }, ${newGroupTat("v.column1")}, ${flow ? newGroupUntil("v.column1", d) : "NULL"}
   FROM (VALUES ${grp.join(", ")}) AS v${where}`;
   const columnsOf = (list: string) =>
     list
@@ -111,6 +113,18 @@ const EXPIRED_KEY = `DELETE FROM tq_idempotency WHERE key = :key AND expires_at 
 const COLLECT_EXPIRED_KEYS = `DELETE FROM tq_idempotency WHERE key IN (
   SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`;
 
+/**
+ * What a publish written as if no flow setting were in force fails with when one is: SQLite's own
+ * error for `json()` of text that is not JSON, raised on purpose (SQL has no other way to abort a
+ * statement outside a trigger), so that nothing of the batch is stored.
+ */
+const FLOW_TURNED_ON = "malformed JSON";
+
+/** Whether a publish failed because flow settings were found in force: send it again with `wake`. */
+export function flowTurnedOn(e: unknown): boolean {
+  return e instanceof Error && e.message.includes(FLOW_TURNED_ON);
+}
+
 const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
 const range = (first: number, count: number) => Array.from({ length: count }, (_, i) => first + i);
 
@@ -129,6 +143,8 @@ const range = (first: number, count: number) => Array.from({ length: count }, (_
  *
  * `wake`: flow settings were in force at the last write (the transport remembers): the batch also
  * gives the groups it published into back to claims when their window gained a free message.
+ * Without it, the group rows are written as no flow setting asks, and the batch fails (`flowTurnedOn`)
+ * if one is in force after all: the caller sends it again with `wake`.
  */
 export function publishPlan(
   rows: PublishRow[],
@@ -146,15 +162,15 @@ export function publishPlan(
         single.replace ? "UPDATE SET event = excluded.event, tq_trace = excluded.tq_trace" : "NOTHING"
       }`
     : "";
-  const returning = `RETURNING seq, ${FLOW_ON} AS flow`;
+  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : `CASE WHEN ${FLOW_ON} THEN json('${FLOW_TURNED_ON}') ELSE 0 END`} AS flow`;
   const waiting = "SELECT seq FROM messages WHERE tq_singleton = :sk AND tq_attempts IS NULL";
   const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
   // A group row only where a message of it is now stored (a singleton may store none).
   const guardedGroups = stmt(
-    groupsInsert(" WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)"),
+    groupsInsert(o.wake === true, " WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)"),
     grpArgs,
   );
-  const groups = stmt(groupsInsert(), grpArgs);
+  const groups = stmt(groupsInsert(o.wake === true), grpArgs);
   const flowOf = (r: { inserted?: ResultSet }) => rowsOf(r.inserted).some((row) => Number(row.flow) === 1);
   if (key.kind === "none") {
     return plan(

@@ -177,11 +177,6 @@ export function wakeGroupsStmt(groupIds: string[]) {
   );
 }
 
-/** The wake, as a write of its own (the first publish after flow settings came into force). */
-export function wakeGroupsPlan(groupIds: string[]): Plan<void> {
-  return plan([["woken", wakeGroupsStmt(groupIds)]], () => undefined);
-}
-
 // ---------------------------------------------------------------------------------------------
 // the setters
 
