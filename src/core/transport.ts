@@ -246,7 +246,8 @@ export class LibsqlTransport {
     // A message past its attempts is dead-lettered by the claim that meets it; claim again for the
     // slots it took, so that a poison message never hides the rest of the queue.
     for (let round = 0; round < 16 && leases.length < n; round++) {
-      const got = await this.#write(
+      const flow = this.#flow;
+      const claiming = this.#write(
         sql.claimPlan<E>({
           token: randomToken(),
           worker,
@@ -255,6 +256,7 @@ export class LibsqlTransport {
           minPriority: min,
           maxAttempts: this.#maxAttempts,
           marker: -1 - Math.floor(Math.random() * 2 ** 52),
+          flow,
         }),
         // A resend answers with the leases the first request took, if it applied (sql/claim.ts).
         true,
@@ -265,6 +267,17 @@ export class LibsqlTransport {
           last: true,
         },
       );
+      let got: sql.ClaimResult<E>;
+      try {
+        got = await claiming;
+      } catch (e) {
+        if (flow || !sql.flowTurnedOn(e)) throw e;
+        // Flow settings are in force after all: this claim took nothing; again, as they ask.
+        this.#flow = true;
+        round--;
+        continue;
+      }
+      if (flow && got.leases.length > 0) this.#flow = got.flow;
       leases.push(...got.leases);
       deadLettered += got.deadLettered;
       // One lease per group per claim: where a group may hold several, claim again while that gives more.

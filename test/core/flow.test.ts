@@ -296,6 +296,28 @@ describe.each([
     },
   },
 ])("flow settings from elsewhere, on $name", ({ database }) => {
+  it("a consumer that last saw no flow setting claims as the settings made elsewhere ask", async () => {
+    const url = await database();
+    const consumer = await LibsqlTransport.create(url);
+    const other = await LibsqlTransport.create(url);
+    try {
+      // Its last claim found nothing and saw no setting: its next one walks as if none were in force.
+      expect(await consumer.claimMany("w", 30, 10)).toEqual([]);
+      await other.setQueue({ groupConcurrency: 3 });
+      await other.setGroup("paused", { paused: true });
+      await other.publishMany([
+        ...[1, 2, 3, 4].map((n) => ({ groupId: "x", event: n })),
+        { groupId: "paused", event: "p" },
+      ]);
+      // Three at once from one group (its window), none from the paused one.
+      expect((await consumer.claimMany("w", 30, 10)).map((l) => l.event)).toEqual([1, 2, 3]);
+      await checkInvariants(clientOf(consumer));
+    } finally {
+      other.close();
+      consumer.close();
+    }
+  });
+
   it("a publisher that last saw no flow setting, after another process paused two groups, stores them paused, once", async () => {
     const url = await database();
     const t = await LibsqlTransport.create(url);

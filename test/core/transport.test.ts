@@ -315,16 +315,11 @@ describe.each(targets)("LibsqlTransport on $name", (target) => {
   it("reads the claim plan off the database: no full scan of messages", async () => {
     t = await target.open();
     const { claimPlan } = await import("../../src/core/sql/index.js");
-    const claim = claimPlan({
-      token: "x",
-      worker: "w",
-      visibility: 1,
-      n: 8,
-      minPriority: 0,
-      maxAttempts: 5,
-      marker: -7,
-    });
-    for (const s of [...claim.stmts, ...(claim.resend?.stmts ?? [])]) {
+    // The claim as flow settings ask, and the default one.
+    const claims = [true, false].map((flow) =>
+      claimPlan({ token: "x", worker: "w", visibility: 1, n: 8, minPriority: 0, maxAttempts: 5, marker: -7, flow }),
+    );
+    for (const s of claims.flatMap((claim) => [...claim.stmts, ...(claim.resend?.stmts ?? [])])) {
       const { sql, args } = s as { sql: string; args: unknown[] };
       const plan = await clientOf(t).execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
       const details = plan.rows.map((r) => String(r.detail));

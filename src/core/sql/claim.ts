@@ -6,7 +6,7 @@ import type { InStatement, ResultSet, Row } from "@libsql/client";
 import { DEAD, leaseId } from "../../rules.js";
 import type { Lease } from "../types.js";
 import { NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
-import { FLOW_ON, HELD, inWindow, RATED, rateAllows, windowHead } from "./settings.js";
+import { FLOW_OFF_GUARD, FLOW_ON, HELD, inWindow, RATED, rateAllows, windowHead } from "./settings.js";
 
 export interface ClaimArgs {
   /** This claim's fencing token (32 hex). */
@@ -19,6 +19,12 @@ export interface ClaimArgs {
   maxAttempts: number;
   /** A value no lease expiry can take, unique to this claim: marks its poison messages. */
   marker: number;
+  /**
+   * Flow settings were in force at the last write (the transport remembers): the claim walks as they
+   * ask. Without it, the claim is the default walks alone, and fails (`flowTurnedOn`), taking
+   * nothing, if settings are in force after all: the caller claims again with `flow`.
+   */
+  flow: boolean;
 }
 
 export interface ClaimResult<E> {
@@ -91,24 +97,24 @@ const FLOW_PICK = `UNION ALL
  * A head past its attempts is not leased but marked with the claim's negative marker (never a
  * lease expiry), then moved to the dead letters by the two statements after.
  */
-function claimText(single: boolean, guard: string): string {
+function claimText(single: boolean, guard: string, flow: boolean): string {
   const pick = `SELECT head, lca, rid FROM (
     SELECT * FROM (
       SELECT g.rowid AS rid, g.last_claimed_at AS lca,
              (SELECT CASE WHEN m.locked_by IS NULL OR m.lock_expiry < ${NOW} THEN m.seq END
                 FROM messages m WHERE m.group_id = g.group_id ORDER BY m.seq LIMIT 1) AS head
         FROM groups g
-       WHERE g.tq_busy IS NULL AND g.last_claimed_at >= ${FLOW_OFF_FROM} AND g.priority >= :min AND head IS NOT NULL
+       WHERE g.tq_busy IS NULL${flow ? ` AND g.last_claimed_at >= ${FLOW_OFF_FROM}` : ""} AND g.priority >= :min AND head IS NOT NULL
        ORDER BY g.last_claimed_at, g.rowid LIMIT :n)
     UNION ALL
     SELECT * FROM (
       SELECT g.rowid AS rid, g.last_claimed_at AS lca, m.seq AS head
         FROM messages m JOIN groups g ON g.group_id = m.group_id
-       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${FLOW_OFF_UNTIL}
+       WHERE m.locked_by IS NOT NULL AND m.lock_expiry < ${flow ? FLOW_OFF_UNTIL : NOW}
          AND g.tq_busy IS NOT NULL AND g.priority >= :min
          AND m.seq = (SELECT f.seq FROM messages f WHERE f.group_id = m.group_id ORDER BY f.seq LIMIT 1)
        ORDER BY m.lock_expiry LIMIT :n)
-    ${FLOW_PICK}) AS pick
+    ${flow ? FLOW_PICK : ""}) AS pick
    WHERE ${guard}
    ORDER BY lca, rid LIMIT :n`;
   const set = (stamp: string) => `UPDATE messages
@@ -117,7 +123,7 @@ function claimText(single: boolean, guard: string): string {
        tq_lease = :token || '|' || :worker,
        tq_attempts = coalesce(tq_attempts, 0) + 1,
        tq_claimed_at = ${stamp}`;
-  const returning = `RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace, ${FLOW_ON} AS flow`;
+  const returning = `RETURNING seq, group_id, event, locked_by, lock_expiry, tq_attempts AS attempts, tq_claimed_at AS stamp, tq_trace AS trace, ${flow ? FLOW_ON : "0"} AS flow`;
   // One lease (the usual claim): a scalar pick, the cheapest form in rows read.
   return single
     ? `${set(STAMP)}\n WHERE seq = (SELECT head FROM (${pick}))\n${returning}`
@@ -132,10 +138,10 @@ ${returning}`;
 const claimTexts = new Map<string, string>();
 
 function claimStatement(a: ClaimArgs, guard: string): InStatement {
-  const cacheKey = `${a.n === 1}${guard}`;
+  const cacheKey = `${a.n === 1}${a.flow}${guard}`;
   let text = claimTexts.get(cacheKey);
   if (text === undefined) {
-    text = claimText(a.n === 1, guard);
+    text = claimText(a.n === 1, guard, a.flow);
     claimTexts.set(cacheKey, text);
   }
   return stmt(text, {
@@ -167,6 +173,8 @@ export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
               )
             : undefined,
         ],
+        // Without `flow`: nothing is taken where settings are in force (an absent key reads no row).
+        ["flowOff", a.flow ? undefined : stmt(FLOW_OFF_GUARD)],
         ["leased", claimStatement(a, resend ? `NOT EXISTS (SELECT 1 FROM ${OWN_LEASES})` : "true")],
         [
           "dead",

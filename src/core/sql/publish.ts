@@ -6,7 +6,15 @@ import type { ResultSet } from "@libsql/client";
 import { DELAYED } from "../../rules.js";
 import { idempotencyConflict, QueueError } from "../errors.js";
 import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
-import { FLOW_ON, HELD, newGroupState, newGroupTat, newGroupUntil, wakeGroupsStmt } from "./settings.js";
+import {
+  FLOW_OFF_CHECK,
+  FLOW_ON,
+  HELD,
+  newGroupState,
+  newGroupTat,
+  newGroupUntil,
+  wakeGroupsStmt,
+} from "./settings.js";
 
 const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
 
@@ -113,18 +121,6 @@ const EXPIRED_KEY = `DELETE FROM tq_idempotency WHERE key = :key AND expires_at 
 const COLLECT_EXPIRED_KEYS = `DELETE FROM tq_idempotency WHERE key IN (
   SELECT key FROM tq_idempotency WHERE expires_at < ${NOW} ORDER BY expires_at LIMIT 8)`;
 
-/**
- * What a publish written as if no flow setting were in force fails with when one is: SQLite's own
- * error for `json()` of text that is not JSON, raised on purpose (SQL has no other way to abort a
- * statement outside a trigger), so that nothing of the batch is stored.
- */
-const FLOW_TURNED_ON = "malformed JSON";
-
-/** Whether a publish failed because flow settings were found in force: send it again with `wake`. */
-export function flowTurnedOn(e: unknown): boolean {
-  return e instanceof Error && e.message.includes(FLOW_TURNED_ON);
-}
-
 const seqsOf = (rs: ResultSet | undefined) => rowsOf(rs).map((r) => Number(r.seq));
 const range = (first: number, count: number) => Array.from({ length: count }, (_, i) => first + i);
 
@@ -162,7 +158,7 @@ export function publishPlan(
         single.replace ? "UPDATE SET event = excluded.event, tq_trace = excluded.tq_trace" : "NOTHING"
       }`
     : "";
-  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : `CASE WHEN ${FLOW_ON} THEN json('${FLOW_TURNED_ON}') ELSE 0 END`} AS flow`;
+  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : FLOW_OFF_CHECK} AS flow`;
   const waiting = "SELECT seq FROM messages WHERE tq_singleton = :sk AND tq_attempts IS NULL";
   const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
   // A group row only where a message of it is now stored (a singleton may store none).

@@ -29,6 +29,22 @@ export const RATED = 4;
 
 /** Whether any setting differs from the defaults (the queue's row exists): one key looked up. */
 export const FLOW_ON = "EXISTS (SELECT 1 FROM tq_settings WHERE id = 1)";
+
+/**
+ * What a write made as if no flow setting were in force (a publish's group rows, a claim's walks)
+ * fails with when one is: SQLite's own error for `json()` of text that is not JSON, raised on purpose
+ * (SQL has no other way to abort a statement outside a trigger), so that the batch changes nothing.
+ */
+const FLOW_TURNED_ON = "malformed JSON";
+/** Fails while flow settings are in force, as an expression. */
+export const FLOW_OFF_CHECK = `CASE WHEN ${FLOW_ON} THEN json('${FLOW_TURNED_ON}') ELSE 0 END`;
+/** The same, as a statement of its own. */
+export const FLOW_OFF_GUARD = `SELECT ${FLOW_OFF_CHECK} AS flow`;
+
+/** Whether a write failed because flow settings were found in force: make it again as they ask. */
+export function flowTurnedOn(e: unknown): boolean {
+  return e instanceof Error && e.message.includes(FLOW_TURNED_ON);
+}
 /** Whether the queue is paused. */
 export const QUEUE_PAUSED = "coalesce((SELECT paused FROM tq_settings WHERE id = 1), 0)";
 
