@@ -6,7 +6,7 @@ import type { InStatement, ResultSet, Row } from "@libsql/client";
 import { DEAD, leaseId } from "../../rules.js";
 import type { Lease } from "../types.js";
 import { NOW, type Plan, plan, rowsOf, stmt, UNLIMITED } from "./plan.js";
-import { FLOW_OFF_GUARD, FLOW_ON, HELD, inWindow, RATED, rateAllows, windowHead } from "./settings.js";
+import { FLOW_ON, HELD, inWindow, RATED, rateAllows, unlessFlowOn, windowHead } from "./settings.js";
 
 export interface ClaimArgs {
   /** This claim's fencing token (32 hex). */
@@ -116,7 +116,7 @@ function claimText(single: boolean, guard: string, flow: boolean): string {
        ORDER BY m.lock_expiry LIMIT :n)
     ${flow ? FLOW_PICK : ""}) AS pick
    WHERE ${guard}
-   ORDER BY lca, rid LIMIT :n`;
+   ORDER BY lca, rid LIMIT ${flow ? ":n" : unlessFlowOn(":n")}`;
   const set = (stamp: string) => `UPDATE messages
    SET locked_by   = CASE WHEN coalesce(tq_attempts, 0) < :max THEN :worker ELSE '${DEAD}' END,
        lock_expiry = CASE WHEN coalesce(tq_attempts, 0) < :max THEN ${NOW} + :vis ELSE :marker END,
@@ -173,8 +173,6 @@ export function claimPlan<E>(a: ClaimArgs): Plan<ClaimResult<E>> {
               )
             : undefined,
         ],
-        // Without `flow`: nothing is taken where settings are in force (an absent key reads no row).
-        ["flowOff", a.flow ? undefined : stmt(FLOW_OFF_GUARD)],
         ["leased", claimStatement(a, resend ? `NOT EXISTS (SELECT 1 FROM ${OWN_LEASES})` : "true")],
         [
           "dead",

@@ -6,15 +6,7 @@ import type { ResultSet } from "@libsql/client";
 import { DELAYED } from "../../rules.js";
 import { idempotencyConflict, QueueError } from "../errors.js";
 import { type Args, NOW, type Plan, plan, rowsOf, stmt } from "./plan.js";
-import {
-  FLOW_OFF_CHECK,
-  FLOW_ON,
-  HELD,
-  newGroupState,
-  newGroupTat,
-  newGroupUntil,
-  wakeGroupsStmt,
-} from "./settings.js";
+import { FLOW_ON, HELD, newGroupState, newGroupTat, newGroupUntil, unlessFlowOn, wakeGroupsStmt } from "./settings.js";
 
 const NEXT_SEQ = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1";
 
@@ -158,7 +150,7 @@ export function publishPlan(
         single.replace ? "UPDATE SET event = excluded.event, tq_trace = excluded.tq_trace" : "NOTHING"
       }`
     : "";
-  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : FLOW_OFF_CHECK} AS flow`;
+  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : unlessFlowOn("0")} AS flow`;
   const waiting = "SELECT seq FROM messages WHERE tq_singleton = :sk AND tq_attempts IS NULL";
   const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
   // A group row only where a message of it is now stored (a singleton may store none).

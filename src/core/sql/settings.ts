@@ -36,10 +36,8 @@ export const FLOW_ON = "EXISTS (SELECT 1 FROM tq_settings WHERE id = 1)";
  * (SQL has no other way to abort a statement outside a trigger), so that the batch changes nothing.
  */
 const FLOW_TURNED_ON = "malformed JSON";
-/** Fails while flow settings are in force, as an expression. */
-export const FLOW_OFF_CHECK = `CASE WHEN ${FLOW_ON} THEN json('${FLOW_TURNED_ON}') ELSE 0 END`;
-/** The same, as a statement of its own. */
-export const FLOW_OFF_GUARD = `SELECT ${FLOW_OFF_CHECK} AS flow`;
+/** `value`, or a failure while flow settings are in force. */
+export const unlessFlowOn = (value: string) => `CASE WHEN ${FLOW_ON} THEN json('${FLOW_TURNED_ON}') ELSE ${value} END`;
 
 /** Whether a write failed because flow settings were found in force: make it again as they ask. */
 export function flowTurnedOn(e: unknown): boolean {
