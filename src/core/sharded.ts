@@ -23,8 +23,9 @@
  *   is less than the shard count), those are asked one at a time until one has something.
  *   Priorities and round-robin hold within what each shard offers. A long poll (where the shards can
  *   wait) asks the others through its waits instead: it waits on every shard at once and takes the
- *   first that answers with leases; what another shard leases meanwhile is released. `claimManyOn` claims on one shard alone: consume() claims each
- *   shard on its own with it, rather than moving the shards in lockstep.
+ *   first that answers with leases; what another shard leases meanwhile is released. `claimManyOn`
+ *   claims on one shard alone: consume() claims each shard on its own with it, rather than moving
+ *   the shards in lockstep.
  * - A shard that cannot be reached holds back no other (./shard.ts `ShardOutages`): calls across the
  *   shards (claims, long polls, stats, groups) are served by the others and leave it out for a
  *   cool-down; stats list it in `unreachableShards`.

@@ -49,6 +49,19 @@ it("serves waiters in arrival order, each with its own floor; the rest wait on, 
   expect(d.waiting).toBe(0);
 });
 
+it("a waiter whose request came first is served first, even when its wait reaches the writer later", async () => {
+  const d = new Dispatcher(t, 60_000);
+  const now = Date.now();
+  const later = wait(d, "later", { since: now, waitMs: 1_000 });
+  await waitFor(async () => d.waiting === 1 && !d.busy, { what: "the first wait to arrive" });
+  // A sharded long poll's wait can reach a shard's writer after a later request's.
+  const earlier = wait(d, "earlier", { since: now - 1 });
+  await waitFor(async () => d.waiting === 2 && !d.busy, { what: "both waiting" });
+  await t.publish("a", "a");
+  expect((await earlier).map((l) => l.event)).toEqual(["a"]);
+  expect(await later).toEqual([]);
+});
+
 it("claims only when a write through the transport may have freed something", async () => {
   const d = new Dispatcher(t, 60_000);
   const w = wait(d, "w", { waitMs: 5_000 });
