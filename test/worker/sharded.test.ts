@@ -74,10 +74,15 @@ describe("sharded long polls", () => {
   it("a single-lease waiter is served before a many-lease waiter that came after it (10 trials)", async () => {
     for (let trial = 0; trial < 10; trial++) {
       // The first to come asks for one lease (the edge tries the shards one at a time before it
-      // waits); the second, for eight (it tries them all at once, and reaches the writers first).
+      // waits); the second, for eight (it tries them all at once). Each is waiting on every shard,
+      // its own first claims answered, before the next step: a waiter whose claim is still out
+      // sits out the publish's batch. The writers' order by arrival is pinned in
+      // test/app/writer/dispatcher.test.ts.
+      const settled = (n: number) => async () => waiting() === n && dispatchers().every((d) => !d.busy);
       const first = post<T.Lease>(`${Q}/claims`, { worker_id: "first", visibility: 60, wait: 10 });
-      const second = post<T.LeaseList>(`${Q}/claims`, { worker_id: "second", visibility: 60, max: 8, wait: 1 });
-      await waitFor(async () => waiting() === 2 * SHARDS, { what: "both waiting on every shard" });
+      await waitFor(settled(SHARDS), { what: "the first waiting on every shard" });
+      const second = post<T.LeaseList>(`${Q}/claims`, { worker_id: "second", visibility: 60, max: 8, wait: 2 });
+      await waitFor(settled(2 * SHARDS), { what: "both waiting on every shard" });
       const group = groupOn(trial % SHARDS);
       expect((await post(`${Q}/groups/${group}/messages`, { event: trial })).status).toBe(201);
       const [a, b] = await Promise.all([first, second]);
