@@ -58,7 +58,7 @@ export type { ClientOptions, TransportOptions } from "./connect.js";
 export class LibsqlTransport {
   readonly #conn: Connection;
   readonly #internals: Internals;
-  /** Flow settings were in force at the last publish (its batch then wakes the groups it fills). */
+  /** Flow settings were in force at the last write that could tell (`#asFlowIs`). */
   #flow = false;
 
   private constructor(conn: Connection) {
@@ -161,24 +161,27 @@ export class LibsqlTransport {
   }
 
   /**
-   * Stores the rows. Where flow settings were in force at the last write, the batch also wakes the
-   * groups it publishes into; where they turn out to be in force now, it fails, storing nothing, and
-   * goes again as such.
+   * A publish or a claim, written as flow settings were at the last write that could tell; where
+   * they turn out to be in force now, it failed, changing nothing, and goes again as they ask.
    */
+  async #asFlowIs<T>(write: (flow: boolean) => Promise<T>): Promise<T> {
+    const flow = this.#flow;
+    try {
+      return await write(flow);
+    } catch (e) {
+      if (flow || !sql.flowTurnedOn(e)) throw e;
+      this.#flow = true;
+      return write(true);
+    }
+  }
+
+  /** Stores the rows (where flow settings are in force, the batch also wakes the groups it fills). */
   async #storeRows(
     rows: sql.PublishRow[],
     userKey: string | undefined,
     singleton?: sql.Singleton,
   ): Promise<sql.Published> {
-    const wake = this.#flow;
-    let stored: sql.Published;
-    try {
-      stored = await this.#storeOnce(rows, userKey, { singleton, wake });
-    } catch (e) {
-      if (wake || !sql.flowTurnedOn(e)) throw e;
-      this.#flow = true;
-      return this.#storeRows(rows, userKey, singleton);
-    }
+    const stored = await this.#asFlowIs((flow) => this.#storeOnce(rows, userKey, { singleton, flow }));
     this.#flow = stored.flow;
     return stored;
   }
@@ -186,7 +189,7 @@ export class LibsqlTransport {
   async #storeOnce(
     rows: sql.PublishRow[],
     userKey: string | undefined,
-    o: { singleton: sql.Singleton | undefined; wake: boolean },
+    o: { singleton: sql.Singleton | undefined; flow: boolean },
   ): Promise<sql.Published> {
     if (userKey !== undefined) {
       const key = {
@@ -246,38 +249,30 @@ export class LibsqlTransport {
     // A message past its attempts is dead-lettered by the claim that meets it; claim again for the
     // slots it took, so that a poison message never hides the rest of the queue.
     for (let round = 0; round < 16 && leases.length < n; round++) {
-      const flow = this.#flow;
-      const claiming = this.#write(
-        sql.claimPlan<E>({
-          token: randomToken(),
-          worker,
-          visibility: vis,
-          n: n - leases.length,
-          minPriority: min,
-          maxAttempts: this.#maxAttempts,
-          marker: -1 - Math.floor(Math.random() * 2 ** 52),
-          flow,
-        }),
-        // A resend answers with the leases the first request took, if it applied (sql/claim.ts).
-        true,
-        {
-          // A consumer with a lease comes back to ack it; one that found nothing waits a while.
-          comesBack: (got) => got.leases.length > 0,
-          // After the batch's other writes: it sees what they publish and free.
-          last: true,
-        },
+      const got = await this.#asFlowIs((flow) =>
+        this.#write(
+          sql.claimPlan<E>({
+            token: randomToken(),
+            worker,
+            visibility: vis,
+            n: n - leases.length,
+            minPriority: min,
+            maxAttempts: this.#maxAttempts,
+            marker: -1 - Math.floor(Math.random() * 2 ** 52),
+            flow,
+          }),
+          // A resend answers with the leases the first request took, if it applied (sql/claim.ts).
+          true,
+          {
+            // A consumer with a lease comes back to ack it; one that found nothing waits a while.
+            comesBack: (got) => got.leases.length > 0,
+            // After the batch's other writes: it sees what they publish and free.
+            last: true,
+          },
+        ),
       );
-      let got: sql.ClaimResult<E>;
-      try {
-        got = await claiming;
-      } catch (e) {
-        if (flow || !sql.flowTurnedOn(e)) throw e;
-        // Flow settings are in force after all: this claim took nothing; again, as they ask.
-        this.#flow = true;
-        round--;
-        continue;
-      }
-      if (flow && got.leases.length > 0) this.#flow = got.flow;
+      // Only a claim that took something says whether settings are in force.
+      if (got.leases.length > 0) this.#flow = got.flow;
       leases.push(...got.leases);
       deadLettered += got.deadLettered;
       // One lease per group per claim: where a group may hold several, claim again while that gives more.

@@ -129,15 +129,15 @@ const range = (first: number, count: number) => Array.from({ length: count }, (_
  * (the unique index `tq_messages_singleton` decides, whoever publishes at once): it answers that
  * message, whose event it replaces if asked. Its key's record then names that message (`count` 0).
  *
- * `wake`: flow settings were in force at the last write (the transport remembers): the batch also
+ * `flow`: flow settings were in force at the last write (the transport remembers): the batch also
  * gives the groups it published into back to claims when their window gained a free message.
  * Without it, the group rows are written as no flow setting asks, and the batch fails (`flowTurnedOn`)
- * if one is in force after all: the caller sends it again with `wake`.
+ * if one is in force after all: the caller sends it again with `flow`.
  */
 export function publishPlan(
   rows: PublishRow[],
   key: PublishKey,
-  o: { singleton?: Singleton | undefined; wake?: boolean } = {},
+  o: { singleton?: Singleton | undefined; flow?: boolean } = {},
 ): Plan<Published> {
   const { msgArgs, grpArgs, msgColumns, selectMsg, msgValues, groupsInsert } = valuesOf(rows);
   const single = o.singleton;
@@ -150,15 +150,15 @@ export function publishPlan(
         single.replace ? "UPDATE SET event = excluded.event, tq_trace = excluded.tq_trace" : "NOTHING"
       }`
     : "";
-  const returning = `RETURNING seq, ${o.wake ? FLOW_ON : unlessFlowOn("0")} AS flow`;
+  const returning = `RETURNING seq, ${o.flow ? FLOW_ON : unlessFlowOn("0")} AS flow`;
   const waiting = "SELECT seq FROM messages WHERE tq_singleton = :sk AND tq_attempts IS NULL";
-  const wake = o.wake ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
+  const wake = o.flow ? wakeGroupsStmt([...new Set(rows.map((r) => r.groupId))]) : undefined;
   // A group row only where a message of it is now stored (a singleton may store none).
   const guardedGroups = stmt(
-    groupsInsert(o.wake === true, " WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)"),
+    groupsInsert(o.flow === true, " WHERE EXISTS (SELECT 1 FROM messages m WHERE m.group_id = v.column1)"),
     grpArgs,
   );
-  const groups = stmt(groupsInsert(o.wake === true), grpArgs);
+  const groups = stmt(groupsInsert(o.flow === true), grpArgs);
   const flowOf = (r: { inserted?: ResultSet }) => rowsOf(r.inserted).some((row) => Number(row.flow) === 1);
   if (key.kind === "none") {
     return plan(
