@@ -347,18 +347,17 @@ export function earliestDue(all: Array<Due | undefined>): Due {
 
 /**
  * A long poll on every shard at once (`poll(s, signal)`, in `order`), served as one database serves
- * a long poll: the first answer with leases ends the wait on every shard (the others are called off,
- * and answer at once with what their claims out bring). The first answer's leases are kept, and
- * with `want` (the leases asked for) those of the others too, in the order they answered, up to
- * `want`; the rest go back unspent. A shard that fails holds back no other: its error is thrown
- * when no shard answered with leases and every shard failed, or at once when its queue is gone.
+ * a long poll: the first answer with leases ends the wait on every shard (the others are called off
+ * and answer at once; a writer releases what a claim still out for it brings). The first answer's
+ * leases are kept; what another shard answered with anyway goes back unspent. A shard that fails
+ * holds back no other: its error is thrown when no shard answered with leases and every shard
+ * failed, or at once when its queue is gone.
  */
 export async function firstToAnswer<E>(
   order: number[],
   poll: (s: number, signal: AbortSignal) => Promise<Lease<E>[]>,
   giveBack: (lease: Lease<E>) => Promise<unknown>,
   signal: AbortSignal | undefined,
-  want?: number,
 ): Promise<Lease<E>[]> {
   const off = new AbortController();
   const stop = () => off.abort(signal?.reason);
@@ -375,13 +374,13 @@ export async function firstToAnswer<E>(
         throw e;
       }
       if (leases.length === 0) return;
-      const first = !answered;
+      if (answered) {
+        await Promise.allSettled(leases.map(giveBack));
+        return;
+      }
       answered = true;
       off.abort();
-      const room = first ? leases.length : Math.max(0, (want ?? 0) - kept.length);
-      kept.push(...leases.slice(0, room));
-      // Beyond what was asked for: back unspent.
-      await Promise.allSettled(leases.slice(room).map(giveBack));
+      kept.push(...leases);
     });
     const settled = await Promise.allSettled(polls);
     // Called off by the caller: nothing to say to it.

@@ -22,9 +22,10 @@
  *   shard is starved), all at once; if they all come back empty and some shards were not asked (`n`
  *   is less than the shard count), those are asked one at a time until one has something.
  *   Priorities and round-robin hold within what each shard offers. A long poll (where the shards can
- *   wait) waits on every shard and takes the first that answers with leases; what another shard
- *   leases meanwhile is released. `claimManyOn` claims on one shard alone: consume() claims each
- *   shard on its own with it, rather than moving the shards in lockstep.
+ *   wait) asks the others through its waits instead: it waits on every shard at once and takes the
+ *   first that answers with leases; what another shard leases meanwhile is released. `claimManyOn`
+ *   claims on one shard alone: consume() claims each shard on its own with it, rather than moving
+ *   the shards in lockstep.
  * - A shard that cannot be reached holds back no other (./shard.ts `ShardOutages`): calls across the
  *   shards (claims, long polls, stats, groups) are served by the others and leave it out for a
  *   cool-down; stats list it in `unreachableShards`.
@@ -304,10 +305,12 @@ export class ShardedQueue {
     const asked = asking.slice(0, Math.min(c.n, asking.length));
     const share = (k: number) => Math.floor(c.n / asked.length) + (k < c.n % asked.length ? 1 : 0);
     let leases = (await Promise.all(asked.map((s, k) => claim(s, share(k))))).flat();
+    const waits = c.wait > 0 && this.maxClaimWait !== undefined;
     // Fewer claims than shards and nothing found: the others, one at a time (a claim never takes
-    // more than it was asked for, so none is taken only to be given back).
+    // more than it was asked for, so none is taken only to be given back). A long poll skips this:
+    // each shard's wait begins with a claim, all at once, rather than after a round trip per shard.
     let tried = asked.length;
-    for (const s of asking.slice(asked.length)) {
+    for (const s of waits ? [] : asking.slice(asked.length)) {
       if (leases.length > 0) break;
       leases = await claim(s, c.n);
       tried++;
@@ -315,7 +318,7 @@ export class ShardedQueue {
     if (leases.length > 0) return leases;
     const fault = failures.map(toQueueError).find((e) => !OUTAGE_CODES.has(e.code));
     if (fault !== undefined || (failures.length > 0 && failures.length === tried)) throw fault ?? failures[0];
-    if (c.wait <= 0 || this.maxClaimWait === undefined || options.signal?.aborted) return [];
+    if (!waits || options.signal?.aborted) return [];
     const poll = async (s: number, signal: AbortSignal) => {
       const got = await this.#on(s, (shard) =>
         shard.claimMany<E>(c.workerId, c.visibility, c.n, c.minPriority, { wait: c.wait, signal }),

@@ -44,6 +44,8 @@ interface Delivered {
   id: string;
   seq: number;
   event: Event;
+  /** Epoch seconds, on the database's clock (this machine's). */
+  expiresAt: number;
 }
 
 interface Acked extends Event {
@@ -275,6 +277,8 @@ export class FaultRun {
       const claimAnswered = performance.now();
       this.deliveries.set(lease.seq, (this.deliveries.get(lease.seq) ?? 0) + 1);
       if (this.acked.has(lease.seq)) this.violations.push(`seq ${lease.seq} delivered again after its ack`);
+      // A claim must never answer with a lease already lapsed (held up somewhere on its way).
+      if (lease.expiresAt * 1000 < Date.now()) this.violations.push(`seq ${lease.seq} answered with a lapsed lease`);
       await sleep(Math.random() * 10);
       const ackSent = performance.now();
       const ok = client
@@ -299,8 +303,8 @@ export class FaultRun {
     const body = { worker_id: worker, visibility: this.o.visibility, ...(wait > 0 ? { wait } : {}) };
     const r = await this.#raw("claim (raw)", this.#path("/v1/claims"), body);
     if (r === "failed" || r.status !== 200) return undefined;
-    const l = r.json as { lease_id: string; seq: number; event: Event };
-    return { id: l.lease_id, seq: l.seq, event: l.event };
+    const l = r.json as { lease_id: string; seq: number; event: Event; expires_at: number };
+    return { id: l.lease_id, seq: l.seq, event: l.event, expiresAt: l.expires_at };
   }
 
   async #ackRaw(leaseId: string): Promise<boolean> {

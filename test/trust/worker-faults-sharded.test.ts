@@ -4,7 +4,7 @@
  * the writers reaching sqld through the fault proxy, the faults aimed at one shard's database alone
  * (by its namespace). Publishers and claimers as in test/trust/worker-faults.test.ts (the same run,
  * test/trust/worker-fault-run.ts, on the named queue), with the same checks after each: nothing
- * published-and-answered lost, nothing stored twice, nothing acked delivered again, one live lease
+ * published-and-answered lost, nothing stored twice, nothing acked delivered again, no lease answered already lapsed, one live lease
  * per group (as the claimers saw it, and polled on every shard), FIFO per group, every shard drained
  * to empty with no dead letter, no call past its timeout, every error answer documented, no publish
  * through the client failed.

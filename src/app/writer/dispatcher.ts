@@ -9,11 +9,12 @@
  * safety re-check, one probing claim for the least picky waiter, then a full round only if it
  * found something. An idle fleet of waiters costs one claim per re-check, whatever its size.
  *
- * A waiter that goes away (its request aborted) before its claim answered gets nothing, and the
- * leases taken for it are released at once; if the runtime never says, they lapse at the end of
- * their visibility like any lease. A waiter whose wait is ended (its time is up, or its caller ends
- * it: another shard of its queue answered first) while a claim for it is out gets what that claim
- * brings, a moment later: its caller, still there, keeps it or gives it back.
+ * A waiter that goes away (its request aborted), or whose caller ends its wait (another shard of
+ * its queue answered first), is answered with nothing at once, even while a claim for it is out:
+ * the leases that claim brings are released as it answers (its batch may be held up for seconds by
+ * a failing database, and the caller must not wait for it). If the runtime never says, they lapse
+ * at the end of their visibility like any lease. A waiter whose time is up while a claim for it is
+ * out gets what that claim brings, a moment later.
  *
  * A dispatcher lives as long as its transport, but listens to it (and keeps a timer) only while it
  * holds waiters: an idle one is referenced by nothing but its registry's WeakMap entry.
@@ -31,7 +32,7 @@ export interface WaitRequest {
   waitMs: number;
   /** Aborted when its caller goes away: what a claim out for it brings is released. */
   signal?: AbortSignal | undefined;
-  /** Aborted when its caller ends the wait: it is answered with what a claim out for it brings, or nothing. */
+  /** Aborted when its caller ends the wait: it is answered with nothing; what a claim out for it brings is released. */
   end?: AbortSignal | undefined;
   /** When its request arrived (ms since the epoch; default: now): its place among the waiters. */
   since?: number | undefined;
@@ -43,7 +44,6 @@ interface Waiter extends WaitRequest {
   reject(e: unknown): void;
   timer: ReturnType<typeof setTimeout> | undefined;
   onAbort: () => void;
-  onEnd: () => void;
   done: boolean;
   /** A claim for it is out. */
   claiming: boolean;
@@ -115,16 +115,14 @@ export class Dispatcher {
         reject,
         timer: undefined,
         onAbort: () => {},
-        onEnd: () => {},
         done: false,
         claiming: false,
         ending: false,
       };
       w.onAbort = () => this.#settle(w, []);
-      w.onEnd = () => this.#end(w);
-      w.timer = setTimeout(w.onEnd, req.waitMs);
+      w.timer = setTimeout(() => this.#end(w), req.waitMs);
       req.signal?.addEventListener("abort", w.onAbort, { once: true });
-      req.end?.addEventListener("abort", w.onEnd, { once: true });
+      req.end?.addEventListener("abort", w.onAbort, { once: true });
       // After every waiter that arrived before it (most often: at the end).
       let at = this.#waiters.length;
       while (at > 0 && (this.#waiters[at - 1] as Waiter).since > w.since) at--;
@@ -155,7 +153,7 @@ export class Dispatcher {
     else if (got.value.length > 0 || w.ending) this.#settle(w, got.value);
   }
 
-  /** Its wait is over: answered now, or with what its claim out brings. */
+  /** Its time is up: answered now, or with what its claim out brings. */
   #end(w: Waiter): void {
     if (w.done) return;
     if (!w.claiming) {
@@ -171,7 +169,7 @@ export class Dispatcher {
     w.done = true;
     if (w.timer !== undefined) clearTimeout(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
-    w.end?.removeEventListener("abort", w.onEnd);
+    w.end?.removeEventListener("abort", w.onAbort);
     this.#waiters = this.#waiters.filter((x) => x !== w);
     if (this.#waiters.length === 0) {
       // Nobody left to serve: no listener or timer keeps this dispatcher (or its transport) alive.

@@ -105,6 +105,30 @@ it("a waiter that leaves while its claim is under way: the leases taken for it a
   }
 });
 
+it("a waiter whose caller ends its wait while its claim is held up is answered at once with nothing; the leases taken for it are released", async () => {
+  proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
+  const slow = await LibsqlTransport.create(proxy.url);
+  try {
+    await slow.publish("g", "kept");
+    const d = new Dispatcher(slow, 60_000);
+    const end = new AbortController();
+    // The claim's answer held up as a failing database would (another shard of the queue answered meanwhile).
+    proxy.inject({ kind: "delay", ms: 3_000 }, { match: "tq_claimed_at AS stamp" });
+    const w = wait(d, "called-off", { end: end.signal, visibility: 300 });
+    await waitFor(async () => proxy?.stats.delay === 1, { what: "the claim to be held" });
+    end.abort();
+    expect(await w).toEqual([]);
+    // Answered before the claim came back: its caller waited for no database.
+    expect(d.stats.released).toBe(0);
+    await waitFor(async () => d.stats.released === 1, { what: "the release" });
+    await waitFor(async () => (await t.stats()).ready === 1, { what: "the message to be free again" });
+    const next = (await t.claim("next", 30)) as Lease;
+    expect([next.event, next.attempts]).toEqual(["kept", 1]);
+  } finally {
+    slow.close();
+  }
+});
+
 it("a waiter that arrives while a round's claims are out is served by the next round", async () => {
   proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
   const slow = await LibsqlTransport.create(proxy.url);
