@@ -6,8 +6,9 @@
  *
  * - `httpWriter`: a `client.batch(stmts, "write")` as one request (BEGIN IMMEDIATE, each statement
  *   on the success of the one before and while the transaction is open, COMMIT, ROLLBACK if the
- *   commit did not happen, then close). In a Worker the Durable Object's thread runs every write of
- *   the queue, so this is its hot loop.
+ *   commit did not happen). In a Worker the Durable Object's thread runs every write of the queue,
+ *   so this is its hot loop. Its batches go one after another on one stream kept open between them
+ *   (`WriteStream`): the server keeps one connection for them rather than opening one per request.
  * - `HttpClient`: that, plus one read per request: the subset of `Client` a transport uses, for a
  *   Worker, which then bundles no database client at all.
  *
@@ -93,10 +94,17 @@ export type Send = (stmts: InStatement[], signal?: AbortSignal) => Promise<Resul
 /** One stream's requests in one HTTP request, then the stream closed: the answer to the first. */
 type Post = (request: object, signal: AbortSignal | undefined) => Promise<Response>;
 
-function poster(target: HttpTarget): Post {
-  const url = `${target.url.replace(/\/+$/, "")}/v3/pipeline`;
+const pipelineUrl = (base: string) => `${base.replace(/\/+$/, "")}/v3/pipeline`;
+
+function headersOf(target: HttpTarget): Record<string, string> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  return headers;
+}
+
+function poster(target: HttpTarget): Post {
+  const url = pipelineUrl(target.url);
+  const headers = headersOf(target);
   return (request, signal) =>
     target.fetch(url, {
       method: "POST",
@@ -106,8 +114,72 @@ function poster(target: HttpTarget): Post {
     });
 }
 
-/** The first request's response of a pipeline's 200 answer, or its error (HTTP, protocol or the database's). */
-async function firstResponse<T>(res: Response): Promise<T> {
+/**
+ * sqld and Turso end a stream left idle for 10 seconds (400 STREAM_EXPIRED); one idle for less than
+ * half that is used again.
+ */
+const STREAM_REUSE_MS = 5_000;
+
+/**
+ * The write path's stream, kept open between its requests (a Hrana baton): the server runs them on
+ * one connection instead of opening one per request. One request at a time uses it; one sent while
+ * another is out goes on a stream of its own. After any failure, or an idle spell, the next request
+ * opens a new stream. A request the server refused for its stream (expired, unknown after a restart:
+ * HTTP 400, nothing run) goes again at once on a new one.
+ */
+class WriteStream {
+  readonly #target: HttpTarget;
+  readonly #headers: Record<string, string>;
+  #kept: { baton: string; url: string; at: number } | undefined;
+  #busy = false;
+
+  constructor(target: HttpTarget) {
+    this.#target = target;
+    this.#headers = headersOf(target);
+  }
+
+  /** The answer to `request`, its stream kept for the next one when the server answered it. */
+  async send(request: object, signal: AbortSignal | undefined): Promise<PipelineBody> {
+    const fresh = pipelineUrl(this.#target.url);
+    if (this.#busy) return pipelineBody(await this.#post(fresh, null, [request, { type: "close" }], signal));
+    this.#busy = true;
+    const kept = this.#kept !== undefined && Date.now() - this.#kept.at < STREAM_REUSE_MS ? this.#kept : undefined;
+    this.#kept = undefined;
+    try {
+      let res = await this.#post(kept?.url ?? fresh, kept?.baton ?? null, [request], signal);
+      if (kept !== undefined && res.status === 400) {
+        await res.body?.cancel();
+        res = await this.#post(fresh, null, [request], signal);
+      }
+      const body = await pipelineBody(res);
+      if (typeof body.baton === "string") {
+        const url = typeof body.base_url === "string" ? pipelineUrl(body.base_url) : fresh;
+        this.#kept = { baton: body.baton, url, at: Date.now() };
+      }
+      return body;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #post(url: string, baton: string | null, requests: object[], signal: AbortSignal | undefined): Promise<Response> {
+    return this.#target.fetch(url, {
+      method: "POST",
+      headers: this.#headers,
+      ...(signal === undefined ? {} : { signal }),
+      body: JSON.stringify({ baton, requests }),
+    });
+  }
+}
+
+interface PipelineBody {
+  baton?: string | null;
+  base_url?: string | null;
+  results?: Array<{ type: "ok"; response: unknown } | { type: "error"; error: { message: string; code?: string | null } }>;
+}
+
+/** A pipeline's 200 answer, read; any other answer is the server's error (or its text is not JSON). */
+async function pipelineBody(res: Response): Promise<PipelineBody> {
   if (res.status !== 200) {
     const text = await res.text().catch(() => "");
     let message = text.slice(0, 500) || res.statusText;
@@ -121,19 +193,21 @@ async function firstResponse<T>(res: Response): Promise<T> {
       retryAfterMs: retryAfterMs(res.headers.get("retry-after")),
     });
   }
-  const body = (await res.json().catch((e: unknown) => {
+  return (await res.json().catch((e: unknown) => {
     // A body cut short reads as JSON that ends early: the answer never came whole.
     if (e instanceof SyntaxError) throw new HranaError(`the server's answer is not JSON: ${e.message}`, PROTO);
     throw e;
-  })) as {
-    results?: Array<{ type: "ok"; response: T } | { type: "error"; error: { message: string; code?: string | null } }>;
-  };
+  })) as PipelineBody;
+}
+
+/** The first request's response, or its error (the database's, or an answer that is not a pipeline's). */
+function firstOf<T>(body: PipelineBody): T {
   const first = Array.isArray(body?.results) ? body.results[0] : undefined;
   if (first?.type !== "ok" && first?.type !== "error") {
     throw new HranaError("the server's answer is not a Hrana 3 pipeline result", PROTO);
   }
   if (first.type === "error") throw new HranaError(first.error.message, first.error.code ?? "UNKNOWN");
-  return first.response;
+  return first.response as T;
 }
 
 const PROTO = "HRANA_PROTO_ERROR";
@@ -145,18 +219,19 @@ const PROTO = "HRANA_PROTO_ERROR";
  * the server does), that batch and every later one go through it.
  */
 export function httpWriter(target: HttpTarget, fallback?: Send): Send {
-  const post = poster(target);
+  const stream = new WriteStream(target);
   let v3 = true;
   return async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
     if (!v3 && fallback !== undefined) return fallback(stmts);
-    const res = await post({ type: "batch", batch: { steps: steps(stmts) } }, signal);
-    if (res.status === 404 && fallback !== undefined) {
-      await res.body?.cancel();
+    let body: PipelineBody;
+    try {
+      body = await stream.send({ type: "batch", batch: { steps: steps(stmts) } }, signal);
+    } catch (e) {
+      if (!(e instanceof HranaError && e.status === 404 && fallback !== undefined)) throw e;
       v3 = false;
       return fallback(stmts);
     }
-    const response = await firstResponse<{ result: WireBatchResult }>(res);
-    return results(response.result, stmts.length);
+    return results(firstOf<{ result: WireBatchResult }>(body).result, stmts.length);
   };
 }
 
@@ -187,7 +262,7 @@ export class HttpClient {
       { type: "execute", stmt: wireStmt(stmt, true) },
       AbortSignal.timeout(this.#readTimeoutMs),
     );
-    return resultSet((await firstResponse<{ result: WireResult }>(res)).result);
+    return resultSet(firstOf<{ result: WireResult }>(await pipelineBody(res)).result);
   }
 
   /** A write batch (BEGIN IMMEDIATE ... COMMIT) in one request; the only mode a transport asks for. */

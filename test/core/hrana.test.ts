@@ -90,6 +90,82 @@ describe("httpWriter", () => {
   });
 });
 
+describe("the write path's stream, kept between its requests", () => {
+  /** A writer over a fetch that records each request's baton (and may rewrite it). */
+  const recording = (rewrite?: (baton: string | null, i: number) => string | null) => {
+    const sent: { baton: string | null; close: boolean; status: number }[] = [];
+    const send = httpWriter({
+      url,
+      fetch: async (input, init) => {
+        const body = JSON.parse(String(init?.body)) as { baton: string | null; requests: { type: string }[] };
+        const baton = rewrite ? rewrite(body.baton, sent.length) : body.baton;
+        const entry = { baton, close: body.requests.some((r) => r.type === "close"), status: 0 };
+        sent.push(entry);
+        const res = await fetch(input, { ...init, body: JSON.stringify({ ...body, baton }) });
+        entry.status = res.status;
+        return res;
+      },
+    });
+    return { send, sent };
+  };
+  const insert = (k: number): InStatement[] => [{ sql: "INSERT INTO hw_stream (k) VALUES (?) RETURNING k", args: [k] }];
+
+  beforeAll(async () => {
+    await client.execute("DROP TABLE IF EXISTS hw_stream");
+    await client.execute("CREATE TABLE hw_stream (k INTEGER PRIMARY KEY)");
+  });
+
+  it("one write after another: one stream, each request carrying the baton its last answer gave", async () => {
+    const { send, sent } = recording();
+    for (let k = 1; k <= 3; k++) expect((await send(insert(k)))[0]?.rows[0]?.k).toBe(k);
+    expect(sent.map((r) => r.baton === null)).toEqual([true, false, false]);
+    expect(sent.every((r) => !r.close && r.status === 200)).toBe(true);
+    expect(new Set(sent.map((r) => r.baton)).size).toBe(3);
+  });
+
+  it("a write sent while another is out goes on a stream of its own, closed with it", async () => {
+    const { send, sent } = recording();
+    const got = await Promise.all([send(insert(10)), send(insert(11))]);
+    expect(got.map((r) => r[0]?.rows[0]?.k)).toEqual([10, 11]);
+    expect(sent.map((r) => [r.baton, r.close])).toEqual([
+      [null, false],
+      [null, true],
+    ]);
+  });
+
+  it("a stream the server no longer knows (400, nothing run) is replaced at once: the write applies once", async () => {
+    // The second request's baton is one the server never gave, as after an expiry or a restart.
+    const { send, sent } = recording((baton, i) => (i === 1 ? `${baton}x` : baton));
+    await send(insert(20));
+    expect((await send(insert(21)))[0]?.rows[0]?.k).toBe(21);
+    expect(sent.map((r) => [r.baton === null, r.status])).toEqual([
+      [true, 200],
+      [false, 400],
+      [true, 200],
+    ]);
+    expect((await client.execute("SELECT count(*) AS n FROM hw_stream WHERE k = 21")).rows[0]?.n).toBe(1);
+  });
+
+  it("after a failed request the next opens a new stream", async () => {
+    let fail = false;
+    const sent: (string | null)[] = [];
+    const send = httpWriter({
+      url,
+      fetch: async (input, init) => {
+        sent.push((JSON.parse(String(init?.body)) as { baton: string | null }).baton);
+        if (fail) throw new TypeError("fetch failed");
+        return fetch(input, init);
+      },
+    });
+    await send(insert(30));
+    fail = true;
+    await expect(send(insert(31))).rejects.toThrow("fetch failed");
+    fail = false;
+    await send(insert(32));
+    expect(sent.map((b) => b === null)).toEqual([true, false, true]);
+  });
+});
+
 describe("the database URL the write path posts to", () => {
   it("reads libsql:// as @libsql/client does, and refuses what is not HTTP", () => {
     expect(httpUrlOf("libsql://db-org.turso.io")).toBe("https://db-org.turso.io/");
