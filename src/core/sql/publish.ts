@@ -82,16 +82,20 @@ function valuesOf(rows: PublishRow[]) {
     ...(traced ? ["tq_trace"] : []),
   ].join(", ");
   // A group row made by this publish starts in its state (a delay holds it; flow settings may pause
-  // or rate-hold it). The state's expressions are written once over the rows, not once per row, and
-  // only where flow settings may be in force (`flow`): a statement's size is what the database
-  // parses and plans on every batch. Without them, a delay alone decides.
+  // or rate-hold it, and it takes back the rate's pace it kept while gone). The state's expressions
+  // are written once over the rows, not once per row, and only where flow settings may be in force
+  // (`flow`): a statement's size is what the database parses and plans on every batch. Without
+  // them, a delay alone decides, and a group made meanwhile has no pace for a rate set later.
   const d = delayed ? "v.column3 > 0" : "0";
   const groupsInsert = (flow: boolean, where = "") =>
-    `INSERT OR IGNORE INTO groups (group_id, priority, tq_busy, tq_tat, tq_until)
-  SELECT v.column1, v.column2, ${
-    flow ? newGroupState("v.column1", d) : delayed ? `CASE WHEN ${d} THEN ${HELD} END` : "NULL"
-  }, ${newGroupTat("v.column1")}, ${flow ? newGroupUntil("v.column1", d) : "NULL"}
-  FROM (VALUES ${grp.join(", ")}) AS v${where}`;
+    flow
+      ? `INSERT OR IGNORE INTO groups (group_id, priority, tq_busy, tq_tat, tq_until)
+  SELECT v.column1, v.column2, ${newGroupState("v.column1", d)}, ${newGroupTat("v.column1")}, ${newGroupUntil("v.column1", d)}
+  FROM (VALUES ${grp.join(", ")}) AS v${where}`
+      : where === "" && !delayed
+        ? `INSERT OR IGNORE INTO groups (group_id, priority) VALUES ${grp.join(", ")}`
+        : `INSERT OR IGNORE INTO groups (group_id, priority, tq_busy)
+  SELECT v.column1, v.column2, ${delayed ? `CASE WHEN ${d} THEN ${HELD} END` : "NULL"} FROM (VALUES ${grp.join(", ")}) AS v${where}`;
   const columnsOf = (list: string) =>
     list
       .split(", ")
