@@ -175,7 +175,9 @@ class WriteStream {
 interface PipelineBody {
   baton?: string | null;
   base_url?: string | null;
-  results?: Array<{ type: "ok"; response: unknown } | { type: "error"; error: { message: string; code?: string | null } }>;
+  results?: Array<
+    { type: "ok"; response: unknown } | { type: "error"; error: { message: string; code?: string | null } }
+  >;
 }
 
 /** A pipeline's 200 answer, read; any other answer is the server's error (or its text is not JSON). */
