@@ -10,18 +10,22 @@ export const databaseKey = (db: Database): string => (db.namespace ? `${db.url}#
 
 /**
  * A transport over `db` (its token, or the Worker's TURSO_AUTH_TOKEN: a Turso group token reaches
- * every database of its group), and a function that closes its client.
+ * every database of its group), and a function that closes its client. `keepStream`: its writes may
+ * keep their stream between batches (src/core/hrana.ts), for a transport that outlives a request.
  */
 export async function openDatabase(
   db: Database,
   config: Config,
-  options: { ensureSchema?: boolean; holdMs?: number } = {},
+  options: { ensureSchema?: boolean; holdMs?: number; keepStream?: boolean } = {},
 ): Promise<{ transport: LibsqlTransport; close(): void }> {
   const url = httpUrlOf(db.url);
   if (url === undefined) throw new TypeError(`a database of the Worker is reached over HTTP, not ${db.url}`);
   // The global fetch, looked up per call: a Worker's fetch belongs to its request.
   const fetchIn = inNamespace((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), db.namespace);
-  const client = httpClient({ url, authToken: tokenFor(config, db), fetch: fetchIn }, DEFAULT_REQUEST_TIMEOUT_MS);
+  const client = httpClient(
+    { url, authToken: tokenFor(config, db), fetch: fetchIn, keepStream: options.keepStream },
+    DEFAULT_REQUEST_TIMEOUT_MS,
+  );
   try {
     const transport = await LibsqlTransport.fromClient(client, {
       ensureSchema: options.ensureSchema ?? true,

@@ -29,7 +29,7 @@ export function sharedTransports(): TransportFactory {
     if (t === undefined) {
       // Its callers answer over HTTP and come back with their next write (an ack, the next claim) a
       // moment later: the next batch waits for them (QUEUE_HOLD_MS; docs/library.md, `holdMs`).
-      t = openDatabase(db, config, { holdMs: config.holdMs }).then((o) => o.transport);
+      t = openDatabase(db, config, { holdMs: config.holdMs, keepStream: true }).then((o) => o.transport);
       byDatabase.set(key, t);
       t.catch(() => byDatabase.delete(key));
     }
@@ -70,7 +70,7 @@ export function perRequestTransports(): TransportFactory {
   const schemaReady = new Set<string>();
   const open = async (config: Config, db: Database): Promise<LibsqlTransport> => {
     const key = databaseKey(db);
-    const { transport } = await openDatabase(db, config, { ensureSchema: !schemaReady.has(key) });
+    const { transport } = await openDatabase(db, config, { ensureSchema: !schemaReady.has(key), keepStream: false });
     schemaReady.add(key);
     return transport;
   };

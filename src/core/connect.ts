@@ -197,14 +197,13 @@ function connection(
   o: { ownsClient: boolean; autoKeys: boolean; http: Parameters<typeof httpWriter>[0] | undefined },
 ): Connection {
   const health = new Health();
+  const http =
+    client instanceof HttpClient ? undefined : o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"));
   // One engine: a local file's batches run in-process, others go out as one request each.
   const writes: WriteEngine = new Committer(
     client,
     { ...settings, health },
-    localOf(client) ??
-      (client instanceof HttpClient
-        ? client.send
-        : o.http && httpWriter(o.http, (stmts) => client.batch(stmts, "write"))),
+    localOf(client) ?? (client instanceof HttpClient ? client.send : http),
   );
   let isClosed = false;
   const read = async (stmt: InStatement) => {
@@ -227,6 +226,7 @@ function connection(
     close() {
       isClosed = true;
       writes.close();
+      http?.close();
       if (o.ownsClient) client.close();
     },
     async readPlan(plan) {

@@ -25,6 +25,11 @@ export interface HttpTarget {
   url: string;
   authToken?: string | undefined;
   fetch: typeof fetch;
+  /**
+   * Whether the write path may keep its stream open between batches (`WriteStream`). Default: yes,
+   * but not in a Worker, where a transport made per request could not close what it kept.
+   */
+  keepStream?: boolean | undefined;
 }
 
 /**
@@ -115,51 +120,92 @@ function poster(target: HttpTarget): Post {
 }
 
 /**
- * sqld and Turso end a stream left idle for 10 seconds (400 STREAM_EXPIRED); one idle for less than
- * half that is used again.
+ * A stream is kept only while batches follow one another: a batch sent within this long of the last
+ * answer keeps its stream for the next one, and a kept stream is closed after this long without a
+ * batch. sqld gives each open stream one of its connections (128 by default; then it refuses with
+ * 429), so a writer that stops leaves none open, and one that writes once in a while (or once, as a
+ * transport per request does) opens and closes its stream with each batch, as before.
  */
-const STREAM_REUSE_MS = 5_000;
+const STREAM_KEEP_MS = 1_000;
+
+/** In a Worker (workerd): nothing of a request runs after it ends, so a kept stream could not be closed. */
+const inWorkers = () =>
+  (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
 
 /**
- * The write path's stream, kept open between its requests (a Hrana baton): the server runs them on
- * one connection instead of opening one per request. One request at a time uses it; one sent while
- * another is out goes on a stream of its own. After any failure, or an idle spell, the next request
- * opens a new stream. A request the server refused for its stream (expired, unknown after a restart:
- * HTTP 400, nothing run) goes again at once on a new one.
+ * The write path's stream, kept open between its requests while they follow one another (a Hrana
+ * baton): the server runs them on one connection instead of opening one per request. One request
+ * at a time uses it; one sent while another is out goes on a stream of its own. After a failure the
+ * next request opens a new stream; a request the server refused for its stream (expired, or unknown
+ * after a restart: HTTP 400, nothing run) goes again at once on a new one.
  */
 class WriteStream {
   readonly #target: HttpTarget;
   readonly #headers: Record<string, string>;
-  #kept: { baton: string; url: string; at: number } | undefined;
+  readonly #keeps: boolean;
+  #kept: { baton: string; url: string } | undefined;
+  #answeredAt = Number.NEGATIVE_INFINITY;
   #busy = false;
+  #idle: ReturnType<typeof setTimeout> | undefined;
 
   constructor(target: HttpTarget) {
     this.#target = target;
     this.#headers = headersOf(target);
+    this.#keeps = target.keepStream ?? !inWorkers();
   }
 
-  /** The answer to `request`, its stream kept for the next one when the server answered it. */
+  /** The answer to `request`, its stream kept for the next one while batches follow one another. */
   async send(request: object, signal: AbortSignal | undefined): Promise<PipelineBody> {
     const fresh = pipelineUrl(this.#target.url);
     if (this.#busy) return pipelineBody(await this.#post(fresh, null, [request, { type: "close" }], signal));
     this.#busy = true;
-    const kept = this.#kept !== undefined && Date.now() - this.#kept.at < STREAM_REUSE_MS ? this.#kept : undefined;
+    this.#stopIdle();
+    const keep = this.#keeps && Date.now() - this.#answeredAt < STREAM_KEEP_MS;
+    const kept = keep ? this.#kept : undefined;
     this.#kept = undefined;
+    const requests = keep ? [request] : [request, { type: "close" }];
     try {
-      let res = await this.#post(kept?.url ?? fresh, kept?.baton ?? null, [request], signal);
+      let res = await this.#post(kept?.url ?? fresh, kept?.baton ?? null, requests, signal);
       if (kept !== undefined && res.status === 400) {
         await res.body?.cancel();
-        res = await this.#post(fresh, null, [request], signal);
+        res = await this.#post(fresh, null, requests, signal);
       }
       const body = await pipelineBody(res);
-      if (typeof body.baton === "string") {
-        const url = typeof body.base_url === "string" ? pipelineUrl(body.base_url) : fresh;
-        this.#kept = { baton: body.baton, url, at: Date.now() };
+      this.#answeredAt = Date.now();
+      if (keep && typeof body.baton === "string") {
+        this.#kept = { baton: body.baton, url: typeof body.base_url === "string" ? pipelineUrl(body.base_url) : fresh };
       }
+      if (this.#keeps) this.#idleAfter();
       return body;
     } finally {
       this.#busy = false;
     }
+  }
+
+  /** Closes the kept stream, if any (the server would end it after 10 idle seconds anyway). */
+  close(): void {
+    this.#stopIdle();
+    const kept = this.#kept;
+    this.#kept = undefined;
+    if (kept === undefined || this.#busy) return;
+    this.#post(kept.url, kept.baton, [{ type: "close" }], AbortSignal.timeout(STREAM_KEEP_MS)).then(
+      (res) => res.body?.cancel(),
+      () => {},
+    );
+  }
+
+  #idleAfter(): void {
+    this.#idle = setTimeout(() => {
+      this.#idle = undefined;
+      this.close();
+    }, STREAM_KEEP_MS);
+    // Never what keeps a Node process alive.
+    (this.#idle as { unref?: () => void }).unref?.();
+  }
+
+  #stopIdle(): void {
+    if (this.#idle !== undefined) clearTimeout(this.#idle);
+    this.#idle = undefined;
   }
 
   #post(url: string, baton: string | null, requests: object[], signal: AbortSignal | undefined): Promise<Response> {
@@ -220,10 +266,10 @@ const PROTO = "HRANA_PROTO_ERROR";
  * path (404: an older sqld) applied nothing; with a `fallback` (`client.batch`, which speaks whatever
  * the server does), that batch and every later one go through it.
  */
-export function httpWriter(target: HttpTarget, fallback?: Send): Send {
+export function httpWriter(target: HttpTarget, fallback?: Send): Send & { close(): void } {
   const stream = new WriteStream(target);
   let v3 = true;
-  return async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
+  const send = async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
     if (!v3 && fallback !== undefined) return fallback(stmts);
     let body: PipelineBody;
     try {
@@ -235,6 +281,7 @@ export function httpWriter(target: HttpTarget, fallback?: Send): Send {
     }
     return results(firstOf<{ result: WireBatchResult }>(body).result, stmts.length);
   };
+  return Object.assign(send, { close: () => stream.close() });
 }
 
 /**
@@ -246,7 +293,7 @@ export class HttpClient {
   readonly protocol = "http";
   closed = false;
   /** The write path's request (committer.ts sends its batches through it). */
-  readonly send: Send;
+  readonly send: Send & { close(): void };
   readonly #post: Post;
   readonly #readTimeoutMs: number;
 
@@ -281,6 +328,7 @@ export class HttpClient {
 
   close(): void {
     this.closed = true;
+    this.send.close();
   }
 
   #open(): void {

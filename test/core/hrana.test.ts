@@ -11,6 +11,7 @@ import { HranaError, HttpClient, httpClient, httpUrlOf, httpWriter } from "../..
 import { clientOf, writeStatsOf } from "../../src/core/internals.js";
 import { LibsqlTransport } from "../../src/core/transport.js";
 import { resetDatabase } from "../support/db.js";
+import { waitFor } from "../support/wait.js";
 
 const url = inject("sqldUrl");
 const client = createClient({ url });
@@ -90,16 +91,21 @@ describe("httpWriter", () => {
   });
 });
 
-describe("the write path's stream, kept between its requests", () => {
-  /** A writer over a fetch that records each request's baton (and may rewrite it). */
-  const recording = (rewrite?: (baton: string | null, i: number) => string | null) => {
-    const sent: { baton: string | null; close: boolean; status: number }[] = [];
+describe("the write path's stream, kept while batches follow one another", () => {
+  type Sent = { baton: string | null; batch: boolean; close: boolean; status: number };
+  /** A writer over a fetch that records each request (and may rewrite its baton). */
+  const recording = (
+    o: { keepStream?: boolean; rewrite?: (baton: string | null, i: number) => string | null } = {},
+  ) => {
+    const sent: Sent[] = [];
     const send = httpWriter({
       url,
+      keepStream: o.keepStream,
       fetch: async (input, init) => {
         const body = JSON.parse(String(init?.body)) as { baton: string | null; requests: { type: string }[] };
-        const baton = rewrite ? rewrite(body.baton, sent.length) : body.baton;
-        const entry = { baton, close: body.requests.some((r) => r.type === "close"), status: 0 };
+        const baton = o.rewrite ? o.rewrite(body.baton, sent.length) : body.baton;
+        const types = body.requests.map((r) => r.type);
+        const entry = { baton, batch: types.includes("batch"), close: types.includes("close"), status: 0 };
         sent.push(entry);
         const res = await fetch(input, { ...init, body: JSON.stringify({ ...body, baton }) });
         entry.status = res.status;
@@ -109,41 +115,57 @@ describe("the write path's stream, kept between its requests", () => {
     return { send, sent };
   };
   const insert = (k: number): InStatement[] => [{ sql: "INSERT INTO hw_stream (k) VALUES (?) RETURNING k", args: [k] }];
+  const shape = (sent: Sent[]) =>
+    sent.map((r) => [r.baton === null ? "new" : "kept", r.batch ? "batch" : "-", r.close]);
 
   beforeAll(async () => {
     await client.execute("DROP TABLE IF EXISTS hw_stream");
     await client.execute("CREATE TABLE hw_stream (k INTEGER PRIMARY KEY)");
   });
 
-  it("one write after another: one stream, each request carrying the baton its last answer gave", async () => {
-    const { send, sent } = recording();
-    for (let k = 1; k <= 3; k++) expect((await send(insert(k)))[0]?.rows[0]?.k).toBe(k);
-    expect(sent.map((r) => r.baton === null)).toEqual([true, false, false]);
-    expect(sent.every((r) => !r.close && r.status === 200)).toBe(true);
+  it("a lone write opens and closes its stream; writes that follow keep one, each with the baton its last answer gave", async () => {
+    const { send, sent } = recording({ keepStream: true });
+    for (let k = 1; k <= 4; k++) expect((await send(insert(k)))[0]?.rows[0]?.k).toBe(k);
+    expect(shape(sent)).toEqual([
+      ["new", "batch", true],
+      ["new", "batch", false],
+      ["kept", "batch", false],
+      ["kept", "batch", false],
+    ]);
+    expect(sent.every((r) => r.status === 200)).toBe(true);
     expect(new Set(sent.map((r) => r.baton)).size).toBe(3);
+    // Nothing more to write: the kept stream is closed (a request of its own, with its baton).
+    await waitFor(async () => sent.length === 5, { what: "the idle stream's close" });
+    expect(shape(sent.slice(4))).toEqual([["kept", "-", true]]);
+    expect(sent[4]?.status).toBe(200);
+    send.close();
   });
 
   it("a write sent while another is out goes on a stream of its own, closed with it", async () => {
-    const { send, sent } = recording();
-    const got = await Promise.all([send(insert(10)), send(insert(11))]);
-    expect(got.map((r) => r[0]?.rows[0]?.k)).toEqual([10, 11]);
-    expect(sent.map((r) => [r.baton, r.close])).toEqual([
-      [null, false],
-      [null, true],
+    const { send, sent } = recording({ keepStream: true });
+    await send(insert(10));
+    await send(insert(11));
+    const got = await Promise.all([send(insert(12)), send(insert(13))]);
+    expect(got.map((r) => r[0]?.rows[0]?.k)).toEqual([12, 13]);
+    expect(shape(sent.slice(2, 4))).toEqual([
+      ["kept", "batch", false],
+      ["new", "batch", true],
     ]);
+    send.close();
   });
 
   it("a stream the server no longer knows (400, nothing run) is replaced at once: the write applies once", async () => {
-    // The second request's baton is one the server never gave, as after an expiry or a restart.
-    const { send, sent } = recording((baton, i) => (i === 1 ? `${baton}x` : baton));
+    // The third request's baton is one the server never gave, as after an expiry or a restart.
+    const { send, sent } = recording({ keepStream: true, rewrite: (baton, i) => (i === 2 ? `${baton}x` : baton) });
     await send(insert(20));
-    expect((await send(insert(21)))[0]?.rows[0]?.k).toBe(21);
-    expect(sent.map((r) => [r.baton === null, r.status])).toEqual([
-      [true, 200],
+    await send(insert(21));
+    expect((await send(insert(22)))[0]?.rows[0]?.k).toBe(22);
+    expect(sent.slice(2, 4).map((r) => [r.baton === null, r.status])).toEqual([
       [false, 400],
       [true, 200],
     ]);
-    expect((await client.execute("SELECT count(*) AS n FROM hw_stream WHERE k = 21")).rows[0]?.n).toBe(1);
+    expect((await client.execute("SELECT count(*) AS n FROM hw_stream WHERE k = 22")).rows[0]?.n).toBe(1);
+    send.close();
   });
 
   it("after a failed request the next opens a new stream", async () => {
@@ -151,6 +173,7 @@ describe("the write path's stream, kept between its requests", () => {
     const sent: (string | null)[] = [];
     const send = httpWriter({
       url,
+      keepStream: true,
       fetch: async (input, init) => {
         sent.push((JSON.parse(String(init?.body)) as { baton: string | null }).baton);
         if (fail) throw new TypeError("fetch failed");
@@ -158,11 +181,23 @@ describe("the write path's stream, kept between its requests", () => {
       },
     });
     await send(insert(30));
+    await send(insert(31));
     fail = true;
-    await expect(send(insert(31))).rejects.toThrow("fetch failed");
+    await expect(send(insert(32))).rejects.toThrow("fetch failed");
     fail = false;
-    await send(insert(32));
-    expect(sent.map((b) => b === null)).toEqual([true, false, true]);
+    await send(insert(33));
+    expect(sent.map((b) => b === null)).toEqual([true, true, false, true]);
+    send.close();
+  });
+
+  it("keepStream: false (a transport per request) closes every stream with its batch", async () => {
+    const { send, sent } = recording({ keepStream: false });
+    for (let k = 40; k < 43; k++) await send(insert(k));
+    expect(shape(sent)).toEqual([
+      ["new", "batch", true],
+      ["new", "batch", true],
+      ["new", "batch", true],
+    ]);
   });
 });
 
