@@ -126,7 +126,7 @@ function poster(target: HttpTarget): Post {
  * 429), so a writer that stops leaves none open, and one that writes once in a while (or once, as a
  * transport per request does) opens and closes its stream with each batch, as before.
  */
-const STREAM_KEEP_MS = 1_000;
+const STREAM_KEEP_MS = 200;
 
 /** In a Worker (workerd): nothing of a request runs after it ends, so a kept stream could not be closed. */
 const inWorkers = () =>

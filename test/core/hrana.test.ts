@@ -190,6 +190,16 @@ describe("the write path's stream, kept while batches follow one another", () =>
     send.close();
   });
 
+  it("writers that stop leave no stream open: 300 of them, one after another, each keeping one a moment", async () => {
+    // sqld holds a connection for each open stream, 128 at most (the 129th waits, then gets 429): left
+    // open until the server's own 10-second expiry, these would run out of them.
+    for (let w = 0; w < 300; w++) {
+      const send = httpWriter({ url, keepStream: true, fetch: (input, init) => fetch(input, init) });
+      for (let k = 0; k < 3; k++) await send(insert(1000 + w * 3 + k));
+    }
+    expect((await client.execute("SELECT count(*) AS n FROM hw_stream WHERE k >= 1000")).rows[0]?.n).toBe(900);
+  });
+
   it("keepStream: false (a transport per request) closes every stream with its batch", async () => {
     const { send, sent } = recording({ keepStream: false });
     for (let k = 40; k < 43; k++) await send(insert(k));
