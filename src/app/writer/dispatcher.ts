@@ -9,12 +9,14 @@
  * safety re-check, one probing claim for the least picky waiter, then a full round only if it
  * found something. An idle fleet of waiters costs one claim per re-check, whatever its size.
  *
- * A waiter that goes away (its request aborted), or whose caller ends its wait (another shard of
- * its queue answered first), is answered with nothing at once, even while a claim for it is out:
- * the leases that claim brings are released as it answers (its batch may be held up for seconds by
- * a failing database, and the caller must not wait for it). If the runtime never says, they lapse
- * at the end of their visibility like any lease. A waiter whose time is up while a claim for it is
- * out gets what that claim brings, a moment later.
+ * A waiter that goes away (its request aborted) is answered with nothing at once, and the leases a
+ * claim out for it brings are released as it answers; if the runtime never says, they lapse at the
+ * end of their visibility like any lease. A waiter whose time is up, or whose caller ends its wait
+ * (another shard of its queue answered first), while a claim for it is out gets what that claim
+ * brings, a moment later: its caller, still there, keeps it or gives it back before it answers its
+ * own client. A called-off waiter waits so for `CALLED_OFF_MS` at most: a claim held up by a failing
+ * database must not hold up its caller, who holds another shard's lease meanwhile; then it is
+ * answered with nothing, and what the claim brings is released.
  *
  * A dispatcher lives as long as its transport, but listens to it (and keeps a timer) only while it
  * holds waiters: an idle one is referenced by nothing but its registry's WeakMap entry.
@@ -44,6 +46,7 @@ interface Waiter extends WaitRequest {
   reject(e: unknown): void;
   timer: ReturnType<typeof setTimeout> | undefined;
   onAbort: () => void;
+  onCallOff: () => void;
   done: boolean;
   /** A claim for it is out. */
   claiming: boolean;
@@ -60,6 +63,9 @@ export interface DispatcherStats {
   /** Leases released because their waiter had gone. */
   released: number;
 }
+
+/** How long a called-off waiter waits for the claim out for it (see above). */
+export const CALLED_OFF_MS = 1_000;
 
 /** Dispatchers holding waiters (what `dispatchers()` lists); an idle one leaves it. */
 const holding = new Set<Dispatcher>();
@@ -115,14 +121,16 @@ export class Dispatcher {
         reject,
         timer: undefined,
         onAbort: () => {},
+        onCallOff: () => {},
         done: false,
         claiming: false,
         ending: false,
       };
       w.onAbort = () => this.#settle(w, []);
+      w.onCallOff = () => this.#end(w, CALLED_OFF_MS);
       w.timer = setTimeout(() => this.#end(w), req.waitMs);
       req.signal?.addEventListener("abort", w.onAbort, { once: true });
-      req.end?.addEventListener("abort", w.onAbort, { once: true });
+      req.end?.addEventListener("abort", w.onCallOff, { once: true });
       // After every waiter that arrived before it (most often: at the end).
       let at = this.#waiters.length;
       while (at > 0 && (this.#waiters[at - 1] as Waiter).since > w.since) at--;
@@ -153,8 +161,11 @@ export class Dispatcher {
     else if (got.value.length > 0 || w.ending) this.#settle(w, got.value);
   }
 
-  /** Its time is up: answered now, or with what its claim out brings. */
-  #end(w: Waiter): void {
+  /**
+   * Its wait is over: answered now, or with what its claim out brings; within `atMost` ms, if
+   * given, or else with nothing (what the claim brings is then released).
+   */
+  #end(w: Waiter, atMost?: number): void {
     if (w.done) return;
     if (!w.claiming) {
       this.#settle(w, []);
@@ -162,6 +173,7 @@ export class Dispatcher {
     }
     w.ending = true;
     if (w.timer !== undefined) clearTimeout(w.timer);
+    w.timer = atMost === undefined ? undefined : setTimeout(() => this.#settle(w, []), atMost);
   }
 
   #settle(w: Waiter, leases: Lease[], error?: unknown): void {
@@ -169,7 +181,7 @@ export class Dispatcher {
     w.done = true;
     if (w.timer !== undefined) clearTimeout(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
-    w.end?.removeEventListener("abort", w.onAbort);
+    w.end?.removeEventListener("abort", w.onCallOff);
     this.#waiters = this.#waiters.filter((x) => x !== w);
     if (this.#waiters.length === 0) {
       // Nobody left to serve: no listener or timer keeps this dispatcher (or its transport) alive.

@@ -7,9 +7,10 @@
  *   one RPC, and the writer starts them together: an ack and the claim it rides with share a batch.
  * - A claim that waits (a long poll) goes over HTTP, so that a client who hangs up takes the wait
  *   with it (the request to the writer carries the client's abort). A caller that ends the wait
- *   itself (another shard answered first) sends a cancel message instead: the writer answers at
- *   once, with nothing, and releases what a claim still out for it brings (src/app/writer/dispatcher.ts).
- *   A cancel that overtakes its wait ends the wait as it arrives.
+ *   itself (another shard answered first) sends a cancel message instead: the writer answers with
+ *   what it may already have claimed, which the caller gives back (waiting for a claim still out a
+ *   second at most: src/app/writer/dispatcher.ts). A cancel that overtakes its wait ends the wait as
+ *   it arrives.
  * - A wait carries when its request reached the edge: each writer serves its waiters in that
  *   order, as one database serves them, however long a sharded long poll took to reach it.
  */

@@ -105,7 +105,7 @@ it("a waiter that leaves while its claim is under way: the leases taken for it a
   }
 });
 
-it("a waiter whose caller ends its wait while its claim is held up is answered at once with nothing; the leases taken for it are released", async () => {
+it("a waiter whose caller ends its wait while its claim is held up is answered within a second with nothing; the leases taken for it are released", async () => {
   proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
   const slow = await LibsqlTransport.create(proxy.url);
   try {
