@@ -83,51 +83,36 @@ it("a write that bypasses it is found at the safety re-check", async () => {
   expect(((await w)[0] as Lease).event).toBe("from elsewhere");
 });
 
-it("a waiter that leaves while its claim is under way: the leases taken for it are released at once", async () => {
-  proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
-  const slow = await LibsqlTransport.create(proxy.url);
-  try {
-    await slow.publish("g", "kept");
-    const d = new Dispatcher(slow, 60_000);
-    const gone = new AbortController();
-    // Hold the claim's answer until the waiter has left.
-    proxy.inject({ kind: "delay", ms: 400 }, { match: "tq_claimed_at AS stamp" });
-    const w = wait(d, "gone", { signal: gone.signal, visibility: 300 });
-    await waitFor(async () => proxy?.stats.delay === 1, { what: "the claim to be held" });
-    gone.abort();
-    expect(await w).toEqual([]);
-    await waitFor(async () => d.stats.released === 1, { what: "the release" });
-    await waitFor(async () => (await t.stats()).ready === 1, { what: "the message to be free again" });
-    const next = (await t.claim("next", 30)) as Lease;
-    expect([next.event, next.attempts]).toEqual(["kept", 1]);
-  } finally {
-    slow.close();
-  }
-});
-
-it("a waiter whose caller ends its wait while its claim is held up is answered within a second with nothing; the leases taken for it are released", async () => {
-  proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
-  const slow = await LibsqlTransport.create(proxy.url);
-  try {
-    await slow.publish("g", "kept");
-    const d = new Dispatcher(slow, 60_000);
-    const end = new AbortController();
-    // The claim's answer held up as a failing database would (another shard of the queue answered meanwhile).
-    proxy.inject({ kind: "delay", ms: 3_000 }, { match: "tq_claimed_at AS stamp" });
-    const w = wait(d, "called-off", { end: end.signal, visibility: 300 });
-    await waitFor(async () => proxy?.stats.delay === 1, { what: "the claim to be held" });
-    end.abort();
-    expect(await w).toEqual([]);
-    // Answered before the claim came back: its caller waited for no database.
-    expect(d.stats.released).toBe(0);
-    await waitFor(async () => d.stats.released === 1, { what: "the release" });
-    await waitFor(async () => (await t.stats()).ready === 1, { what: "the message to be free again" });
-    const next = (await t.claim("next", 30)) as Lease;
-    expect([next.event, next.attempts]).toEqual(["kept", 1]);
-  } finally {
-    slow.close();
-  }
-});
+// The claim's answer is held (as a failing database would hold it) until after the waiter's end:
+// it is answered with nothing before the claim comes back, and the leases taken for it are released.
+it.each([
+  { how: "leaves (its request aborted): at once", option: "signal", holdMs: 400 },
+  { how: "is called off (another shard answered first): within CALLED_OFF_MS", option: "end", holdMs: 3_000 },
+] as const)(
+  "a waiter that $how, while its claim is held up, gets nothing; what the claim took is released",
+  async ({ option, holdMs }) => {
+    proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
+    const slow = await LibsqlTransport.create(proxy.url);
+    try {
+      await slow.publish("g", "kept");
+      const d = new Dispatcher(slow, 60_000);
+      const ended = new AbortController();
+      proxy.inject({ kind: "delay", ms: holdMs }, { match: "tq_claimed_at AS stamp" });
+      const w = wait(d, "ended", { [option]: ended.signal, visibility: 300 });
+      await waitFor(async () => proxy?.stats.delay === 1, { what: "the claim to be held" });
+      ended.abort();
+      expect(await w).toEqual([]);
+      // Answered before the claim came back: its caller waited for no database.
+      expect(d.stats.released).toBe(0);
+      await waitFor(async () => d.stats.released === 1, { what: "the release" });
+      await waitFor(async () => (await t.stats()).ready === 1, { what: "the message to be free again" });
+      const next = (await t.claim("next", 30)) as Lease;
+      expect([next.event, next.attempts]).toEqual(["kept", 1]);
+    } finally {
+      slow.close();
+    }
+  },
+);
 
 it("a waiter that arrives while a round's claims are out is served by the next round", async () => {
   proxy = await startProxy(Number(new URL(inject("sqldUrl")).port));
