@@ -19,6 +19,8 @@ import { freshNamespaces } from "../support/namespaces.js";
 
 /** Text only a claim statement carries, once per claim (src/core/sql/claim.ts). */
 const CLAIM = "tq_claimed_at AS stamp, tq_trace AS trace";
+/** What a write batch's request carries (a Hrana 3 pipeline). */
+const BATCH = '"type":"batch"';
 
 const nsPort = () => Number(new URL(inject("nsSqldUrl")).port);
 const { namespace, cleanups } = freshNamespaces("rounds");
@@ -33,7 +35,10 @@ async function proxied(latencyMs: number): Promise<LatencyProxy> {
 /** Requests through `proxy`, and the claim statements each carried. */
 function countRequests(proxy: LatencyProxy) {
   const requests: { claims: number }[] = [];
-  proxy.observe = (text) => requests.push({ claims: text.split(CLAIM).length - 1 });
+  // Write batches only (not the request that closes a stream left idle: src/core/hrana.ts).
+  proxy.observe = (text) => {
+    if (text.includes(BATCH)) requests.push({ claims: text.split(CLAIM).length - 1 });
+  };
   return requests;
 }
 
