@@ -7,8 +7,8 @@
  * - `httpWriter`: a `client.batch(stmts, "write")` as one request (BEGIN IMMEDIATE, each statement
  *   on the success of the one before and while the transaction is open, COMMIT, ROLLBACK if the
  *   commit did not happen). In a Worker the Durable Object's thread runs every write of the queue,
- *   so this is its hot loop. Its batches go one after another on one stream kept open between them
- *   (`WriteStream`): the server keeps one connection for them rather than opening one per request.
+ *   so this is its hot loop. Batches that follow one another go on one stream kept open between
+ *   them (`WriteStream`): the server keeps one connection for them rather than opening one per request.
  * - `HttpClient`: that, plus one read per request: the subset of `Client` a transport uses, for a
  *   Worker, which then bundles no database client at all.
  *
@@ -30,6 +30,8 @@ export interface HttpTarget {
    * but not in a Worker, where a transport made per request could not close what it kept.
    */
   keepStream?: boolean | undefined;
+  /** How long a kept stream waits for the next batch (default `STREAM_KEEP_MS`). */
+  keepStreamMs?: number | undefined;
 }
 
 /**
@@ -96,26 +98,25 @@ type Cond =
 /** Sends one write batch; `signal` abandons it (the write path's request deadline). */
 export type Send = (stmts: InStatement[], signal?: AbortSignal) => Promise<ResultSet[]>;
 
-/** One stream's requests in one HTTP request, then the stream closed: the answer to the first. */
-type Post = (request: object, signal: AbortSignal | undefined) => Promise<Response>;
-
 const pipelineUrl = (base: string) => `${base.replace(/\/+$/, "")}/v3/pipeline`;
 
-function headersOf(target: HttpTarget): Record<string, string> {
-  const headers: Record<string, string> = { "content-type": "application/json" };
-  if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
-  return headers;
-}
+/** One pipeline, `requests` on the stream `baton` names (null: a new one), posted to `url`. */
+type Post = (
+  url: string,
+  baton: string | null,
+  requests: object[],
+  signal: AbortSignal | undefined,
+) => Promise<Response>;
 
 function poster(target: HttpTarget): Post {
-  const url = pipelineUrl(target.url);
-  const headers = headersOf(target);
-  return (request, signal) =>
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (target.authToken) headers.authorization = `Bearer ${target.authToken}`;
+  return (url, baton, requests, signal) =>
     target.fetch(url, {
       method: "POST",
       headers,
       ...(signal === undefined ? {} : { signal }),
-      body: JSON.stringify({ baton: null, requests: [request, { type: "close" }] }),
+      body: JSON.stringify({ baton, requests }),
     });
 }
 
@@ -141,8 +142,9 @@ const inWorkers = () =>
  */
 class WriteStream {
   readonly #target: HttpTarget;
-  readonly #headers: Record<string, string>;
+  readonly #post: Post;
   readonly #keeps: boolean;
+  readonly #keepMs: number;
   #kept: { baton: string; url: string } | undefined;
   #answeredAt = Number.NEGATIVE_INFINITY;
   #busy = false;
@@ -150,8 +152,9 @@ class WriteStream {
 
   constructor(target: HttpTarget) {
     this.#target = target;
-    this.#headers = headersOf(target);
+    this.#post = poster(target);
     this.#keeps = target.keepStream ?? !inWorkers();
+    this.#keepMs = target.keepStreamMs ?? STREAM_KEEP_MS;
   }
 
   /** The answer to `request`, its stream kept for the next one while batches follow one another. */
@@ -160,7 +163,7 @@ class WriteStream {
     if (this.#busy) return pipelineBody(await this.#post(fresh, null, [request, { type: "close" }], signal));
     this.#busy = true;
     this.#stopIdle();
-    const keep = this.#keeps && Date.now() - this.#answeredAt < STREAM_KEEP_MS;
+    const keep = this.#keeps && Date.now() - this.#answeredAt < this.#keepMs;
     const kept = keep ? this.#kept : undefined;
     this.#kept = undefined;
     const requests = keep ? [request] : [request, { type: "close" }];
@@ -175,7 +178,7 @@ class WriteStream {
       if (keep && typeof body.baton === "string") {
         this.#kept = { baton: body.baton, url: typeof body.base_url === "string" ? pipelineUrl(body.base_url) : fresh };
       }
-      if (this.#keeps) this.#idleAfter();
+      if (this.#kept !== undefined) this.#idleAfter();
       return body;
     } finally {
       this.#busy = false;
@@ -187,7 +190,7 @@ class WriteStream {
     this.#stopIdle();
     const kept = this.#kept;
     this.#kept = undefined;
-    if (kept === undefined || this.#busy) return;
+    if (kept === undefined) return;
     this.#post(kept.url, kept.baton, [{ type: "close" }], AbortSignal.timeout(STREAM_KEEP_MS)).then(
       (res) => res.body?.cancel(),
       () => {},
@@ -198,7 +201,7 @@ class WriteStream {
     this.#idle = setTimeout(() => {
       this.#idle = undefined;
       this.close();
-    }, STREAM_KEEP_MS);
+    }, this.#keepMs);
     // Never what keeps a Node process alive.
     (this.#idle as { unref?: () => void }).unref?.();
   }
@@ -206,15 +209,6 @@ class WriteStream {
   #stopIdle(): void {
     if (this.#idle !== undefined) clearTimeout(this.#idle);
     this.#idle = undefined;
-  }
-
-  #post(url: string, baton: string | null, requests: object[], signal: AbortSignal | undefined): Promise<Response> {
-    return this.#target.fetch(url, {
-      method: "POST",
-      headers: this.#headers,
-      ...(signal === undefined ? {} : { signal }),
-      body: JSON.stringify({ baton, requests }),
-    });
   }
 }
 
@@ -295,20 +289,24 @@ export class HttpClient {
   /** The write path's request (committer.ts sends its batches through it). */
   readonly send: Send & { close(): void };
   readonly #post: Post;
+  readonly #url: string;
   readonly #readTimeoutMs: number;
 
   /** `readTimeoutMs`: each read's request is abandoned after it (writes carry their own deadline). */
   constructor(target: HttpTarget, readTimeoutMs: number) {
     this.#post = poster(target);
+    this.#url = pipelineUrl(target.url);
     this.send = httpWriter(target);
     this.#readTimeoutMs = readTimeoutMs;
   }
 
-  /** One statement on its own (autocommit), in one request. */
+  /** One statement on its own (autocommit), in one request, on a stream of its own. */
   async execute(stmt: InStatement): Promise<ResultSet> {
     this.#open();
     const res = await this.#post(
-      { type: "execute", stmt: wireStmt(stmt, true) },
+      this.#url,
+      null,
+      [{ type: "execute", stmt: wireStmt(stmt, true) }, { type: "close" }],
       AbortSignal.timeout(this.#readTimeoutMs),
     );
     return resultSet(firstOf<{ result: WireResult }>(await pipelineBody(res)).result);

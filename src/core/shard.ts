@@ -349,9 +349,9 @@ export function earliestDue(all: Array<Due | undefined>): Due {
  * A long poll on every shard at once (`poll(s, signal)`, in `order`), served as one database serves
  * a long poll: the first answer with leases ends the wait on every shard (the others are called off,
  * and answer soon: a writer waits a second at most for a claim out for them). The first answer's
- * leases are kept; what another shard answered with anyway goes back unspent before this returns. A shard that fails
- * holds back no other: its error is thrown when no shard answered with leases and every shard
- * failed, or at once when its queue is gone.
+ * leases are kept; what another shard answered with anyway goes back unspent before this returns.
+ * A shard that fails holds back no other: its error is thrown when no shard answered with leases
+ * and every shard failed, or at once when its queue is gone.
  */
 export async function firstToAnswer<E>(
   order: number[],

@@ -101,6 +101,8 @@ describe("the write path's stream, kept while batches follow one another", () =>
     const send = httpWriter({
       url,
       keepStream: o.keepStream,
+      // Long enough that writes one after another always follow one another, however loaded the machine.
+      keepStreamMs: 60_000,
       fetch: async (input, init) => {
         const body = JSON.parse(String(init?.body)) as { baton: string | null; requests: { type: string }[] };
         const baton = o.rewrite ? o.rewrite(body.baton, sent.length) : body.baton;
@@ -134,11 +136,12 @@ describe("the write path's stream, kept while batches follow one another", () =>
     ]);
     expect(sent.every((r) => r.status === 200)).toBe(true);
     expect(new Set(sent.map((r) => r.baton)).size).toBe(3);
-    // Nothing more to write: the kept stream is closed (a request of its own, with its baton).
-    await waitFor(async () => sent.length === 5, { what: "the idle stream's close" });
+    // Closed, the writer closes its kept stream (a request of its own, with its baton). One left
+    // idle is closed the same way (the 300 writers below).
+    send.close();
+    await waitFor(async () => sent.length === 5 && sent[4]?.status !== 0, { what: "the kept stream's close" });
     expect(shape(sent.slice(4))).toEqual([["kept", "-", true]]);
     expect(sent[4]?.status).toBe(200);
-    send.close();
   });
 
   it("a write sent while another is out goes on a stream of its own, closed with it", async () => {
@@ -174,6 +177,7 @@ describe("the write path's stream, kept while batches follow one another", () =>
     const send = httpWriter({
       url,
       keepStream: true,
+      keepStreamMs: 60_000,
       fetch: async (input, init) => {
         sent.push((JSON.parse(String(init?.body)) as { baton: string | null }).baton);
         if (fail) throw new TypeError("fetch failed");

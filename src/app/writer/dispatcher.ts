@@ -34,7 +34,10 @@ export interface WaitRequest {
   waitMs: number;
   /** Aborted when its caller goes away: what a claim out for it brings is released. */
   signal?: AbortSignal | undefined;
-  /** Aborted when its caller ends the wait: it is answered with nothing; what a claim out for it brings is released. */
+  /**
+   * Aborted when its caller ends the wait: it is answered with what a claim out for it brings within
+   * `CALLED_OFF_MS`, or else with nothing (what that claim brings is then released).
+   */
   end?: AbortSignal | undefined;
   /** When its request arrived (ms since the epoch; default: now): its place among the waiters. */
   since?: number | undefined;
