@@ -1,7 +1,8 @@
 /** How the Worker reaches one database: Hrana 3 over HTTP (src/core/hrana.ts), reads and writes alike. */
+import type { Client } from "@libsql/client";
 import { DEFAULT_REQUEST_TIMEOUT_MS, inNamespace } from "../core/connect.js";
 import type { Database } from "../core/databases.js";
-import { httpClient, httpUrlOf } from "../core/hrana.js";
+import { HttpClient, httpUrlOf } from "../core/hrana.js";
 import { LibsqlTransport } from "../core/transport.js";
 import type { Config } from "./env.js";
 
@@ -10,28 +11,29 @@ export const databaseKey = (db: Database): string => (db.namespace ? `${db.url}#
 
 /**
  * A transport over `db` (its token, or the Worker's TURSO_AUTH_TOKEN: a Turso group token reaches
- * every database of its group), and a function that closes its client. `keepStream`: its writes may
+ * every database of its group), and a function that closes its client (resolved once the server
+ * closed its write stream too). `keepStream`: its writes may
  * keep their stream between batches (src/core/hrana.ts), for a transport that outlives a request.
  */
 export async function openDatabase(
   db: Database,
   config: Config,
   options: { ensureSchema?: boolean; holdMs?: number; keepStream?: boolean } = {},
-): Promise<{ transport: LibsqlTransport; close(): void }> {
+): Promise<{ transport: LibsqlTransport; close(): Promise<void> }> {
   const url = httpUrlOf(db.url);
   if (url === undefined) throw new TypeError(`a database of the Worker is reached over HTTP, not ${db.url}`);
   // The global fetch, looked up per call: a Worker's fetch belongs to its request.
   const fetchIn = inNamespace((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), db.namespace);
-  const client = httpClient(
+  const client = new HttpClient(
     { url, authToken: tokenFor(config, db), fetch: fetchIn, keepStream: options.keepStream },
     DEFAULT_REQUEST_TIMEOUT_MS,
   );
   try {
-    const transport = await LibsqlTransport.fromClient(client, {
+    const transport = await LibsqlTransport.fromClient(client as unknown as Client, {
       ensureSchema: options.ensureSchema ?? true,
       ...(options.holdMs === undefined ? {} : { holdMs: options.holdMs }),
     });
-    return { transport, close: () => client.close() };
+    return { transport, close: () => client.shut() };
   } catch (e) {
     client.close();
     throw e;

@@ -22,18 +22,18 @@ import { dispatcherFor } from "./writer/dispatcher.js";
  * a fresh one, with its schema.
  */
 export function sharedTransports(): TransportFactory {
-  const byDatabase = new Map<string, Promise<LibsqlTransport>>();
-  const open = (config: Config, db: Database): Promise<LibsqlTransport> => {
+  const byDatabase = new Map<string, ReturnType<typeof openDatabase>>();
+  const open = async (config: Config, db: Database): Promise<LibsqlTransport> => {
     const key = databaseKey(db);
     let t = byDatabase.get(key);
     if (t === undefined) {
       // Its callers answer over HTTP and come back with their next write (an ack, the next claim) a
       // moment later: the next batch waits for them (QUEUE_HOLD_MS; docs/library.md, `holdMs`).
-      t = openDatabase(db, config, { holdMs: config.holdMs, keepStream: true }).then((o) => o.transport);
+      t = openDatabase(db, config, { holdMs: config.holdMs, keepStream: true });
       byDatabase.set(key, t);
       t.catch(() => byDatabase.delete(key));
     }
-    return t;
+    return (await t).transport;
   };
   const retire = async (config: Config, databases: Database[]) => {
     await Promise.all(
@@ -41,10 +41,12 @@ export function sharedTransports(): TransportFactory {
         const key = databaseKey(db);
         const t = byDatabase.get(key);
         byDatabase.delete(key);
-        const transport = await t?.catch(() => undefined);
-        if (transport === undefined) return;
-        dispatcherFor(transport, config.recheckMs).stop(queueGone());
-        transport.close();
+        const opened = await t?.catch(() => undefined);
+        if (opened === undefined) return;
+        dispatcherFor(opened.transport, config.recheckMs).stop(queueGone());
+        opened.transport.close();
+        // Its write stream closed on the server before the database is dropped.
+        await opened.close();
       }),
     );
   };

@@ -226,7 +226,7 @@ function connection(
     close() {
       isClosed = true;
       writes.close();
-      http?.close();
+      void http?.close();
       if (o.ownsClient) client.close();
     },
     async readPlan(plan) {

@@ -185,13 +185,16 @@ class WriteStream {
     }
   }
 
-  /** Closes the kept stream, if any (the server would end it after 10 idle seconds anyway). */
-  close(): void {
+  /**
+   * Closes the kept stream, if any; resolves once the server answered (or failed to: it ends the
+   * stream after 10 idle seconds anyway). A database about to be dropped waits for it.
+   */
+  async close(): Promise<void> {
     this.#stopIdle();
     const kept = this.#kept;
     this.#kept = undefined;
     if (kept === undefined) return;
-    this.#post(kept.url, kept.baton, [{ type: "close" }], AbortSignal.timeout(STREAM_KEEP_MS)).then(
+    await this.#post(kept.url, kept.baton, [{ type: "close" }], AbortSignal.timeout(1_000)).then(
       (res) => res.body?.cancel(),
       () => {},
     );
@@ -200,7 +203,7 @@ class WriteStream {
   #idleAfter(): void {
     this.#idle = setTimeout(() => {
       this.#idle = undefined;
-      this.close();
+      void this.close();
     }, this.#keepMs);
     // Never what keeps a Node process alive.
     (this.#idle as { unref?: () => void }).unref?.();
@@ -260,7 +263,7 @@ const PROTO = "HRANA_PROTO_ERROR";
  * path (404: an older sqld) applied nothing; with a `fallback` (`client.batch`, which speaks whatever
  * the server does), that batch and every later one go through it.
  */
-export function httpWriter(target: HttpTarget, fallback?: Send): Send & { close(): void } {
+export function httpWriter(target: HttpTarget, fallback?: Send): Send & { close(): Promise<void> } {
   const stream = new WriteStream(target);
   let v3 = true;
   const send = async (stmts: InStatement[], signal?: AbortSignal): Promise<ResultSet[]> => {
@@ -287,7 +290,7 @@ export class HttpClient {
   readonly protocol = "http";
   closed = false;
   /** The write path's request (committer.ts sends its batches through it). */
-  readonly send: Send & { close(): void };
+  readonly send: Send & { close(): Promise<void> };
   readonly #post: Post;
   readonly #url: string;
   readonly #readTimeoutMs: number;
@@ -325,8 +328,13 @@ export class HttpClient {
   }
 
   close(): void {
+    void this.shut();
+  }
+
+  /** Closes it, and resolves once its write stream is closed on the server too. */
+  async shut(): Promise<void> {
     this.closed = true;
-    this.send.close();
+    await this.send.close();
   }
 
   #open(): void {
