@@ -18,7 +18,7 @@ export const databaseKey = (db: Database): string => (db.namespace ? `${db.url}#
 export async function openDatabase(
   db: Database,
   config: Config,
-  options: { ensureSchema?: boolean; holdMs?: number; keepStream?: boolean } = {},
+  options: { ensureSchema?: boolean; holdMs?: number; rideMs?: number; keepStream?: boolean } = {},
 ): Promise<{ transport: LibsqlTransport; close(): Promise<void> }> {
   const url = httpUrlOf(db.url);
   if (url === undefined) throw new TypeError(`a database of the Worker is reached over HTTP, not ${db.url}`);
@@ -32,6 +32,7 @@ export async function openDatabase(
     const transport = await LibsqlTransport.fromClient(client as unknown as Client, {
       ensureSchema: options.ensureSchema ?? true,
       ...(options.holdMs === undefined ? {} : { holdMs: options.holdMs }),
+      ...(options.rideMs === undefined ? {} : { rideMs: options.rideMs }),
     });
     return { transport, close: () => client.shut() };
   } catch (e) {

@@ -49,6 +49,11 @@ export interface Bindings {
    */
   QUEUE_HOLD_MS?: string;
   /**
+   * Most ms the QueueWriter's acks, nacks and releases wait, when nothing else is queued, for another
+   * write's batch to ride (default 100, 0-1000; 0: never). See `rideMs` in docs/library.md. A [var].
+   */
+  QUEUE_RIDE_MS?: string;
+  /**
    * Seconds between the samples of a queue's state its writer keeps for the dashboard's charts
    * (default 60, 1-3600; the last 60 are kept: an hour at the default). A [var].
    */
@@ -105,6 +110,8 @@ export interface Config {
   pushConnections: number;
   /** QUEUE_HOLD_MS. */
   holdMs: number;
+  /** QUEUE_RIDE_MS. */
+  rideMs: number;
   /** QUEUE_SAMPLE_SECONDS in ms. */
   sampleMs: number;
 }
@@ -199,11 +206,17 @@ function parse(env: Record<string, unknown>): ParsedConfig {
   if (!(Number.isInteger(pushConnections) && pushConnections >= 1 && pushConnections <= 64)) {
     problems.push(`QUEUE_PUSH_CONNECTIONS must be an integer from 1 to 64, got ${JSON.stringify(connections)}`);
   }
-  const hold = str("QUEUE_HOLD_MS") ?? "4";
-  const holdMs = Number(hold);
-  if (!(Number.isInteger(holdMs) && holdMs >= 0 && holdMs <= 1000)) {
-    problems.push(`QUEUE_HOLD_MS must be an integer number of ms from 0 to 1000, got ${JSON.stringify(hold)}`);
-  }
+  /** A wait of the writer's batches (`holdMs`, `rideMs`): integer ms, 0-1000. */
+  const waitMs = (name: "QUEUE_HOLD_MS" | "QUEUE_RIDE_MS", byDefault: number) => {
+    const text = str(name) ?? String(byDefault);
+    const ms = Number(text);
+    if (!(Number.isInteger(ms) && ms >= 0 && ms <= 1000)) {
+      problems.push(`${name} must be an integer number of ms from 0 to 1000, got ${JSON.stringify(text)}`);
+    }
+    return ms;
+  };
+  const holdMs = waitMs("QUEUE_HOLD_MS", 4);
+  const rideMs = waitMs("QUEUE_RIDE_MS", 100);
   const sample = str("QUEUE_SAMPLE_SECONDS") ?? "60";
   const sampleSeconds = Number(sample);
   if (!(Number.isInteger(sampleSeconds) && sampleSeconds >= 1 && sampleSeconds <= 3600)) {
@@ -235,6 +248,7 @@ function parse(env: Record<string, unknown>): ParsedConfig {
       recheckMs: Math.round(recheckSeconds * 1000),
       pushConnections,
       holdMs,
+      rideMs,
       sampleMs: sampleSeconds * 1000,
     },
   };

@@ -28,8 +28,9 @@ export function sharedTransports(): TransportFactory {
     let t = byDatabase.get(key);
     if (t === undefined) {
       // Its callers answer over HTTP and come back with their next write (an ack, the next claim) a
-      // moment later: the next batch waits for them (QUEUE_HOLD_MS; docs/library.md, `holdMs`).
-      t = openDatabase(db, config, { holdMs: config.holdMs, keepStream: true });
+      // moment later: the next batch waits for them (QUEUE_HOLD_MS; docs/library.md, `holdMs`). Its
+      // acks may wait for a publish's batch (QUEUE_RIDE_MS, `rideMs`).
+      t = openDatabase(db, config, { holdMs: config.holdMs, rideMs: config.rideMs, keepStream: true });
       byDatabase.set(key, t);
       t.catch(() => byDatabase.delete(key));
     }

@@ -8,6 +8,7 @@
  *    writes marked idempotent) with bounded, jittered backoff, until the caller's deadline,
  *  - puts a timeout on every request,
  *  - optionally holds the next batch a moment for the writers the last one answered (`holdMs`),
+ *  - optionally keeps writes nothing waits on a moment for another write to ride with (`rideMs`),
  *  - puts claims (`last`) at the end of their batch, and lets its watchers (the Worker's writer)
  *    add claims for consumers that wait to a batch that may free a message, so that what it
  *    publishes or frees reaches them in its own round trip.
@@ -51,6 +52,15 @@ export interface CommitterOptions {
    * with fewer than half of them back, holds pause for 1, 2, 4 ... 64 batches.
    */
   holdMs?: number;
+  /**
+   * Most ms the writes nothing waits on soon (`mayWait`: acks, nacks, releases) wait, when nothing
+   * else is queued, for another write to ride with (0: never). Over a network each batch is a round
+   * trip and a writer has one in flight: a publish that arrives while a lone ack's batch is out waits
+   * for it, then takes a round trip of its own. Capped by the last batch's own duration; after a wait
+   * that no other write ends, waits pause for 1, 2, 4 ... 64 chances (a consumer working one group's
+   * backlog, whose next message waits for the ack, loses little).
+   */
+  rideMs?: number;
   /** Told of every request that failed with an outage, and of the next one answered. */
   health?: Health;
 }
@@ -80,9 +90,14 @@ export class Committer implements WriteEngine {
   #awaited = { since: 0, count: 0 };
   #queuedStatements = 0;
   #hold: Hold | undefined;
-  /** Batches to send without a hold (after holds that waited in vain), and the next such pause. */
-  #skipHolds = 0;
-  #nextPause = 1;
+  readonly #holds = new Patience();
+  /** The wait of writes that may wait (`rideMs`): its timer. */
+  #ride: ReturnType<typeof setTimeout> | undefined;
+  readonly #rides = new Patience();
+  /** How long the last batch took, from sent to answered. */
+  #lastTookMs = 0;
+  /** A wait for a ride just ended: what it gathered leaves now. */
+  #waited = false;
   readonly #watchers = new Set<BatchWatcher>();
   /** Turns of the event loop the next batch waits for watchers taking in their answers. */
   #turns = 0;
@@ -121,9 +136,10 @@ export class Committer implements WriteEngine {
       this.#queue.push(pending);
       this.#queuedStatements += pending.stmts.length;
       this.#arrivals++;
+      if (this.#ride !== undefined && (!pending.mayWait || this.#full())) this.#endRide(true);
       const hold = this.#hold;
       if (hold !== undefined) {
-        if (this.#arrivals < hold.until && this.#queuedStatements < this.#opts.maxBatchStatements) return;
+        if (this.#arrivals < hold.until && !this.#full()) return;
         this.#endHold(true);
       }
       // Writes submitted in the same tick share a batch even when a slot is free.
@@ -146,6 +162,8 @@ export class Committer implements WriteEngine {
     this.#closed = true;
     if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
     this.#hold = undefined;
+    if (this.#ride !== undefined) clearTimeout(this.#ride);
+    this.#ride = undefined;
     this.#queuedStatements = 0;
     for (const p of this.#queue.splice(0)) p.reject(closedError());
   }
@@ -158,11 +176,7 @@ export class Committer implements WriteEngine {
     const holdMs = Math.min(this.#opts.holdMs ?? 0, tookMs);
     const { since, count } = this.#awaited;
     const until = since + count;
-    let hold = holdMs > 0 && !this.#closed && this.#arrivals < until;
-    if (hold && this.#skipHolds > 0) {
-      this.#skipHolds--;
-      hold = false;
-    }
+    const hold = holdMs > 0 && !this.#closed && this.#arrivals < until && this.#holds.take();
     if (!hold) {
       this.#pump();
       return;
@@ -182,16 +196,43 @@ export class Committer implements WriteEngine {
   #endHold(worked: boolean): void {
     if (this.#hold !== undefined) clearTimeout(this.#hold.timer);
     this.#hold = undefined;
-    if (worked) {
-      this.#nextPause = 1;
-    } else {
-      this.#skipHolds = this.#nextPause;
-      this.#nextPause = Math.min(64, this.#nextPause * 2);
-    }
+    this.#holds.ended(worked);
+  }
+
+  #full(): boolean {
+    return this.#queuedStatements >= this.#opts.maxBatchStatements;
+  }
+
+  /**
+   * Starts the wait of queued writes that may wait (`rideMs`) when they are all that is queued and a
+   * batch could leave now; answers whether they wait.
+   */
+  #waitForRide(): boolean {
+    const ms = Math.min(this.#opts.rideMs ?? 0, this.#lastTookMs);
+    if (ms <= 0 || this.#closed || this.#inFlight >= this.#opts.maxInFlight) return false;
+    if (this.#queue.length === 0 || !this.#queue.every((w) => w.mayWait) || !this.#rides.take()) return false;
+    this.stats.rides++;
+    const timer = setTimeout(() => {
+      if (this.#ride !== timer) return;
+      this.stats.ridesInVain++;
+      this.#endRide(false);
+      this.#pump();
+    }, ms);
+    this.#ride = timer;
+    return true;
+  }
+
+  #endRide(worked: boolean): void {
+    if (this.#ride !== undefined) clearTimeout(this.#ride);
+    this.#ride = undefined;
+    this.#waited = true;
+    this.#rides.ended(worked);
   }
 
   #pump(): void {
-    if (this.#hold !== undefined || this.#turns > 0) return;
+    if (this.#hold !== undefined || this.#ride !== undefined || this.#turns > 0) return;
+    if (!this.#waited && this.#waitForRide()) return;
+    this.#waited = false;
     while (this.#inFlight < this.#opts.maxInFlight && this.#queue.length > 0) {
       let batch: Pending<unknown>[] = [];
       let statements = 0;
@@ -209,6 +250,7 @@ export class Committer implements WriteEngine {
       const sentAt = Date.now();
       void this.#run(batch, served).finally(() => {
         this.#inFlight--;
+        this.#lastTookMs = Date.now() - sentAt;
         const next = () => {
           if (this.#inFlight === 0) this.#afterBatch(Date.now() - sentAt);
           else this.#pump();
@@ -415,6 +457,31 @@ const closedError = (outcomeUnknown = false) => closed({ outcomeUnknown });
 
 /** The plan a write sends now: its resend plan once an earlier request may have applied. */
 const current = (w: Pending<unknown>): Plan<unknown> => (w.maybeApplied && w.resend ? w.resend : w);
+
+/**
+ * A wait that may be in vain: after one that was, the next 1, 2, 4 ... 64 chances to wait are let
+ * go; one that worked starts that count again.
+ */
+class Patience {
+  #skip = 0;
+  #nextPause = 1;
+
+  /** Whether this chance to wait is taken. */
+  take(): boolean {
+    if (this.#skip === 0) return true;
+    this.#skip--;
+    return false;
+  }
+
+  ended(worked: boolean): void {
+    if (worked) {
+      this.#nextPause = 1;
+    } else {
+      this.#skip = this.#nextPause;
+      this.#nextPause = Math.min(64, this.#nextPause * 2);
+    }
+  }
+}
 
 interface Hold {
   /** The count of arrivals that ends it. */

@@ -30,6 +30,11 @@ export interface WriteSpec<T> extends Plan<T> {
    * batch publishes and frees). The order among such writes, and among the others, is kept.
    */
   last?: boolean;
+  /**
+   * Nothing waits on its answer soon (an ack, a nack, a release): when only such writes are queued,
+   * the engine may keep them a moment (`rideMs`) for another write to ride with.
+   */
+  mayWait?: boolean;
 }
 
 /** A write that may have made a message deliverable. */
@@ -77,6 +82,9 @@ export interface WriteStats {
   /** Holds of the next batch for callers expected back, and those that ended by their timer. */
   holds: number;
   holdsTimedOut: number;
+  /** Waits of writes that may wait for another to ride with, and those that ended by their timer. */
+  rides: number;
+  ridesInVain: number;
 }
 
 export interface WriteEngine {
@@ -105,6 +113,8 @@ export const newStats = (): WriteStats => ({
   busy: 0,
   holds: 0,
   holdsTimedOut: 0,
+  rides: 0,
+  ridesInVain: 0,
 });
 
 /**

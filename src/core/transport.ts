@@ -291,7 +291,11 @@ export class LibsqlTransport {
   async ack(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
     const heldSeconds = await this.#settle("ack", ref, () =>
-      this.#write(sql.ackPlan(ref), true, { comesBack: always, frees: () => ({ change: "ack", seq: ref.seq }) }),
+      this.#write(sql.ackPlan(ref), true, {
+        comesBack: always,
+        frees: () => ({ change: "ack", seq: ref.seq }),
+        mayWait: true,
+      }),
     );
     this.#internals.counted({ kind: "acked", heldSeconds });
   }
@@ -301,7 +305,7 @@ export class LibsqlTransport {
     const ref = leaseRef(lease);
     const plan = sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts);
     const result = await this.#settle("nack", ref, () =>
-      this.#write(plan, true, { comesBack: always, frees: () => ({ change: "nack", seq: ref.seq }) }),
+      this.#write(plan, true, { comesBack: always, frees: () => ({ change: "nack", seq: ref.seq }), mayWait: true }),
     );
     this.#internals.counted({ kind: "nacked", deadLettered: result.deadLettered });
     return result;
@@ -315,7 +319,7 @@ export class LibsqlTransport {
   async release(lease: Lease | string): Promise<void> {
     const ref = leaseRef(lease);
     await this.#settle("release", ref, () =>
-      this.#write(sql.releasePlan(ref), true, { frees: () => ({ change: "release", seq: ref.seq }) }),
+      this.#write(sql.releasePlan(ref), true, { frees: () => ({ change: "release", seq: ref.seq }), mayWait: true }),
     );
     this.#internals.counted({ kind: "released" });
   }
@@ -546,11 +550,11 @@ export class LibsqlTransport {
     return traced("settle", { name, destination: this.#conn.settings.name, attributes }, write);
   }
 
-  /** `more`: what a write says beyond its plan (WriteSpec: who comes back, what it frees, last in its batch). */
+  /** `more`: what a write says beyond its plan (WriteSpec: who comes back, what it frees, last in its batch, may wait). */
   #write<T>(
     plan: sql.Plan<T>,
     idempotent: boolean,
-    more?: Pick<WriteSpec<T>, "comesBack" | "frees" | "last">,
+    more?: Pick<WriteSpec<T>, "comesBack" | "frees" | "last" | "mayWait">,
   ): Promise<T> {
     return this.#conn.writes.submit({ ...plan, idempotent, ...more });
   }

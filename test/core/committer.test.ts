@@ -179,3 +179,102 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
     c.close();
   });
 });
+
+/**
+ * Writes nothing waits on (acks, nacks, releases: `mayWait`) and `rideMs`, with a `send` the test
+ * answers by hand: over a long round trip, a lone ack's batch would hold up the publish after it.
+ */
+describe("writes that may wait for another to ride with (rideMs)", () => {
+  function handSend() {
+    const batches: Array<{ writes: number; answer: () => void }> = [];
+    const send = (stmts: unknown[]) =>
+      new Promise<ResultSet[]>((resolve) => {
+        batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
+      });
+    return { batches, send };
+  }
+  const client = {} as never;
+  const write = (mayWait: boolean) => ({
+    stmts: [{ sql: "SELECT 1", args: [] }],
+    read: () => 1,
+    idempotent: true,
+    mayWait,
+  });
+  const until = async (cond: () => boolean) => {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
+    expect(cond()).toBe(true);
+  };
+  const ticks = async (n: number) => {
+    for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+  };
+  /** A committer whose first batch (a publish) took `tookMs`: a wait for a ride is capped by it. */
+  async function afterABatchOf(tookMs: number, rideMs = 1000) {
+    const { batches, send } = handSend();
+    const c = new Committer(client, { ...opts, rideMs }, send);
+    const first = c.submit(write(false));
+    await until(() => batches.length === 1);
+    await new Promise((r) => setTimeout(r, tookMs));
+    batches[0]?.answer();
+    await first;
+    return { c, batches };
+  }
+
+  it("an ack waits for the next write and rides its batch", async () => {
+    // The first batch took 300 ms: the wait may last that long, room enough for a slow machine.
+    const { c, batches } = await afterABatchOf(300);
+    const ack = c.submit(write(true));
+    const ack2 = c.submit(write(true));
+    await ticks(5);
+    expect(batches.length, "the acks left alone").toBe(1);
+    const publish = c.submit(write(false));
+    await until(() => batches.length === 2);
+    expect(batches[1]?.writes).toBe(3);
+    batches[1]?.answer();
+    expect(await Promise.all([ack, ack2, publish])).toEqual([1, 1, 1]);
+    expect(c.stats).toMatchObject({ rides: 1, ridesInVain: 0, batches: 2 });
+    c.close();
+  });
+
+  it("waits no longer than the last batch took, then goes alone and lets the next chance go", async () => {
+    const { c, batches } = await afterABatchOf(30);
+    const t0 = Date.now();
+    const ack = c.submit(write(true));
+    await until(() => batches.length === 2);
+    expect(Date.now() - t0).toBeLessThan(900);
+    expect(c.stats).toMatchObject({ rides: 1, ridesInVain: 1 });
+    batches[1]?.answer();
+    await ack;
+    // In vain once: the next lone ack leaves at once.
+    const next = c.submit(write(true));
+    await until(() => batches.length === 3);
+    expect(c.stats.rides).toBe(1);
+    batches[2]?.answer();
+    await next;
+    c.close();
+  });
+
+  it("never waits without rideMs, nor while a write that may not wait is queued", async () => {
+    const off = await afterABatchOf(30, 0);
+    void off.c.submit(write(true));
+    await until(() => off.batches.length === 2);
+    expect(off.c.stats.rides).toBe(0);
+    off.c.close();
+    const on = await afterABatchOf(300);
+    void on.c.submit(write(false));
+    void on.c.submit(write(true));
+    await until(() => on.batches.length === 2);
+    expect(on.batches[1]?.writes).toBe(2);
+    expect(on.c.stats.rides).toBe(0);
+    on.c.close();
+  });
+
+  it("close() ends a wait: the waiting ack fails as closed, nothing is sent", async () => {
+    const { c, batches } = await afterABatchOf(300);
+    const ack = c.submit(write(true));
+    await ticks(5);
+    c.close();
+    await expect(ack).rejects.toMatchObject({ code: "CLOSED" });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(batches.length).toBe(1);
+  });
+});

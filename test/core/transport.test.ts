@@ -420,3 +420,32 @@ describe("holdMs over HTTP: which writes a batch waits for", () => {
     }
   });
 });
+
+describe("rideMs over HTTP: an ack nothing waits on rides the next write's batch", () => {
+  it("an ack waits for the publish after it and goes in its batch; a publish or a claim never waits", async () => {
+    // Every request to sqld takes 40 ms more here (a primary far away), so that the wait (capped by
+    // the last batch's duration) has room whatever this machine's speed.
+    const far = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      await new Promise((r) => setTimeout(r, 40));
+      return fetch(input, init);
+    }) as typeof fetch;
+    const t = await LibsqlTransport.create(inject("sqldUrl"), { rideMs: 1000, fetch: far });
+    await resetDatabase(clientOf(t));
+    const stats = () => writeStatsOf(t);
+    try {
+      await t.publish("g1", 1);
+      const lease = (await t.claim("w", 30)) as Lease;
+      expect(stats().rides, "a publish or a claim waited").toBe(0);
+      const before = stats().batches;
+      const acked = t.ack(lease);
+      await new Promise((r) => setTimeout(r, 10));
+      await t.publish("g2", 2);
+      await acked;
+      expect(stats().batches - before, "the ack and the publish in one batch").toBe(1);
+      expect(stats()).toMatchObject({ rides: 1, ridesInVain: 0 });
+      expect(await t.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    } finally {
+      t.close();
+    }
+  });
+});

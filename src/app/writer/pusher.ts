@@ -250,13 +250,15 @@ export class Pusher {
   #deliver(sub: Subscription, lease: Lease): void {
     this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 0) + 1);
     let freed = false;
-    // The slot frees once the consumer has answered: the claim that refills it is submitted in the
-    // same tick as the ack or nack, so that both ride one batch.
-    const free = () => {
+    // The slot frees once the consumer has answered. After an ack, the claim that refills it rides
+    // the ack's batch (the scheduler's round for a batch that may free a message), whenever that
+    // leaves: an ack may wait for a publish to ride with (`rideMs`). Otherwise a round is kicked,
+    // in the same tick as a nack, and it arms the wake for the nack's park to end.
+    const free = (kick = true) => {
       if (freed) return;
       freed = true;
       this.#inFlight.set(sub.name, (this.#inFlight.get(sub.name) ?? 1) - 1);
-      void this.#scheduler.kick("write");
+      if (kick) void this.#scheduler.kick("write");
     };
     const p = this.#post(sub, lease, free)
       .catch((e) => console.error(`push: delivery of lease ${lease.id} to ${sub.name} failed`, e))
@@ -267,7 +269,7 @@ export class Pusher {
     this.#deliveries.add(p);
   }
 
-  async #post(sub: Subscription, lease: Lease, free: () => void): Promise<void> {
+  async #post(sub: Subscription, lease: Lease, free: (kick?: boolean) => void): Promise<void> {
     // A put or delete since the claim: no delivery starts for a subscription that is gone.
     await this.#fresh();
     const current = this.#subs.find((s) => s.name === sub.name);
@@ -305,6 +307,7 @@ export class Pusher {
       answer = undefined;
     }
     let settle: Promise<unknown> | undefined;
+    let acked = false;
     const settledMeanwhile = this.#posting.get(lease.seq) === true;
     this.#posting.delete(lease.seq);
     if (answer?.status === 202) {
@@ -315,13 +318,14 @@ export class Pusher {
     } else if (answer?.ok) {
       this.stats.acked++;
       settle = this.#queue.ack(lease);
+      acked = true;
     } else {
       this.stats.retried++;
       const retryAfter = answer?.headers.get("retry-after") ?? null;
       settle = this.#queue.nack(lease, retryDelay(lease.attempts, retryAfter));
     }
     this.#delivered?.(answer?.ok === true);
-    free();
+    free(!acked);
     await settle;
   }
 }
