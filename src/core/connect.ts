@@ -42,10 +42,10 @@ export interface TransportOptions {
    */
   holdMs?: number;
   /**
-   * Most ms an ack, nack or release waits, when no other write is queued, for one to ride its batch
-   * with (default 0: never), and never longer than the last batch took. Over a long round trip this
-   * keeps a lone ack's batch from holding up the publish that follows it; it delays, by as long, the
-   * next message of a group whose ack waits. For a writer far from its database serving consumers
+   * Most ms an ack, nack or release (not a list given to `settle()`) waits, when no other write is
+   * queued, for one to ride its batch with (default 0: never), and never longer than the last batch
+   * took. Over a long round trip this keeps a lone ack's batch from holding up the publish that
+   * follows it; it delays, by as long, the next message of a group whose ack waits. For a writer far from its database serving consumers
    * and producers at once, such as the Worker's QueueWriter (100 ms). Integer ms, 0-1000.
    */
   rideMs?: number;

@@ -288,24 +288,33 @@ export class LibsqlTransport {
   // ack / nack / release / extend
 
   /** Deletes the message of a lease that is still yours (live, or lapsed and not re-claimed). */
-  async ack(lease: Lease | string): Promise<void> {
+  ack(lease: Lease | string): Promise<void> {
+    return this.#ack(lease, true);
+  }
+
+  /** `mayWait`: it may wait for another write's batch (`rideMs`). */
+  async #ack(lease: Lease | string, mayWait: boolean): Promise<void> {
     const ref = leaseRef(lease);
     const heldSeconds = await this.#settle("ack", ref, () =>
       this.#write(sql.ackPlan(ref), true, {
         comesBack: always,
         frees: () => ({ change: "ack", seq: ref.seq }),
-        mayWait: true,
+        mayWait,
       }),
     );
     this.#internals.counted({ kind: "acked", heldSeconds });
   }
 
   /** Gives a lease back: `delay` 0 frees it now; `delay` > 0 parks it (and blocks its group) that long. */
-  async nack(lease: Lease | string, delay = 0): Promise<NackResult> {
+  nack(lease: Lease | string, delay = 0): Promise<NackResult> {
+    return this.#nack(lease, delay, true);
+  }
+
+  async #nack(lease: Lease | string, delay: number, mayWait: boolean): Promise<NackResult> {
     const ref = leaseRef(lease);
     const plan = sql.nackPlan(ref, checkDelay("delay", delay), this.#maxAttempts);
     const result = await this.#settle("nack", ref, () =>
-      this.#write(plan, true, { comesBack: always, frees: () => ({ change: "nack", seq: ref.seq }), mayWait: true }),
+      this.#write(plan, true, { comesBack: always, frees: () => ({ change: "nack", seq: ref.seq }), mayWait }),
     );
     this.#internals.counted({ kind: "nacked", deadLettered: result.deadLettered });
     return result;
@@ -316,10 +325,14 @@ export class LibsqlTransport {
    * claimable again at once and its attempt is not counted. For a lease its consumer will not work
    * on (it is stopping, or went away before it got it).
    */
-  async release(lease: Lease | string): Promise<void> {
+  release(lease: Lease | string): Promise<void> {
+    return this.#release(lease, true);
+  }
+
+  async #release(lease: Lease | string, mayWait: boolean): Promise<void> {
     const ref = leaseRef(lease);
     await this.#settle("release", ref, () =>
-      this.#write(sql.releasePlan(ref), true, { frees: () => ({ change: "release", seq: ref.seq }), mayWait: true }),
+      this.#write(sql.releasePlan(ref), true, { frees: () => ({ change: "release", seq: ref.seq }), mayWait }),
     );
     this.#internals.counted({ kind: "released" });
   }
@@ -327,8 +340,10 @@ export class LibsqlTransport {
   /**
    * Acks, nacks and releases many leases (up to MAX_SETTLE_BATCH) at once: each is fenced as its own
    * call is, and answers its own outcome, in the order given. They leave in the same tick, so the
-   * write path carries them in as few batches as its statement limit allows. A list with an entry
-   * that is not valid is refused whole, before anything is sent.
+   * write path carries them in as few batches as its statement limit allows, without waiting for
+   * another write's batch (`rideMs`): a list is what a consumer that stops, or found nothing more to
+   * claim with, waits on. A list with an entry that is not valid is refused whole, before anything
+   * is sent.
    */
   async settle(settlements: Settlement[]): Promise<SettleOutcome[]> {
     const list = checkSettlements(settlements);
@@ -336,7 +351,11 @@ export class LibsqlTransport {
       list.map((s) =>
         outcomeOf(
           s,
-          s.action === "ack" ? this.ack(s.id) : s.action === "nack" ? this.nack(s.id, s.delay) : this.release(s.id),
+          s.action === "ack"
+            ? this.#ack(s.id, false)
+            : s.action === "nack"
+              ? this.#nack(s.id, s.delay, false)
+              : this.#release(s.id, false),
         ),
       ),
     );

@@ -444,6 +444,14 @@ describe("rideMs over HTTP: an ack nothing waits on rides the next write's batch
       expect(stats().batches - before, "the ack and the publish in one batch").toBe(1);
       expect(stats()).toMatchObject({ rides: 1, ridesInVain: 0 });
       expect(await t.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+      // A list settled at once (a consumer stopping) is awaited: it leaves at once.
+      const leases = [(await t.claim("w", 30)) as Lease];
+      await t.publish("g3", 3);
+      leases.push((await t.claim("w", 30)) as Lease);
+      const rides = stats().rides;
+      const outcomes = await t.settle(leases.map((l) => ({ lease: l, action: "ack" as const })));
+      expect(outcomes.map((o) => o.error)).toEqual([undefined, undefined]);
+      expect(stats().rides, "the settled list waited for a ride").toBe(rides);
     } finally {
       t.close();
     }
