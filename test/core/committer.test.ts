@@ -64,20 +64,26 @@ describe.each(["client", "httpWriter"] as const)("sending through %s", (via) => 
   });
 });
 
+/** A `send` the test answers by hand: each batch it was given, with its number of writes. */
+function handSend() {
+  const batches: Array<{ writes: number; answer: () => void }> = [];
+  const send = (stmts: unknown[]) =>
+    new Promise<ResultSet[]>((resolve) => {
+      batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
+    });
+  return { batches, send };
+}
+
+const until = async (cond: () => boolean) => {
+  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
+  expect(cond()).toBe(true);
+};
+
 /**
  * The hold, with a `send` the test answers by hand (what is under test is when batches leave, not
  * the database): callers that answer over a network come back a moment after their answer.
  */
 describe("holding the next batch for the callers of the last one (holdMs)", () => {
-  /** A `send` the test answers by hand: each batch it was given, with its number of writes. */
-  function handSend() {
-    const batches: Array<{ writes: number; answer: () => void }> = [];
-    const send = (stmts: unknown[]) =>
-      new Promise<ResultSet[]>((resolve) => {
-        batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
-      });
-    return { batches, send };
-  }
   /** Four callers' writes in a first batch, answered after `tookMs`. */
   async function fourAnswered(holdMs: number | undefined, tookMs: number, comesBack = true) {
     const { batches, send } = handSend();
@@ -103,10 +109,6 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
   const client = {} as never;
   /** Lets every pending microtask and due timer run. */
   const settle = () => new Promise((r) => setImmediate(r));
-  const until = async (cond: () => boolean) => {
-    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
-    expect(cond()).toBe(true);
-  };
 
   it("callers that come back one by one ride one batch: nothing leaves until all of them are back", async () => {
     // The first batch "took" 300 ms: the hold may last that long, room enough for a slow machine.
@@ -185,14 +187,6 @@ describe("holding the next batch for the callers of the last one (holdMs)", () =
  * answers by hand: over a long round trip, a lone ack's batch would hold up the publish after it.
  */
 describe("writes that may wait for another to ride with (rideMs)", () => {
-  function handSend() {
-    const batches: Array<{ writes: number; answer: () => void }> = [];
-    const send = (stmts: unknown[]) =>
-      new Promise<ResultSet[]>((resolve) => {
-        batches.push({ writes: stmts.length, answer: () => resolve(stmts.map(() => ({}) as ResultSet)) });
-      });
-    return { batches, send };
-  }
   const client = {} as never;
   const write = (mayWait: boolean) => ({
     stmts: [{ sql: "SELECT 1", args: [] }],
@@ -200,10 +194,6 @@ describe("writes that may wait for another to ride with (rideMs)", () => {
     idempotent: true,
     mayWait,
   });
-  const until = async (cond: () => boolean) => {
-    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
-    expect(cond()).toBe(true);
-  };
   const ticks = async (n: number) => {
     for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
   };

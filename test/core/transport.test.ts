@@ -389,14 +389,18 @@ describe("leases are judged by the database's clock", () => {
   });
 });
 
+/** `fetch`, each request sent `ms` later (a database farther away). */
+const delayedFetch = (ms: number) =>
+  (async (input: RequestInfo | URL, init?: RequestInit) => {
+    await new Promise((r) => setTimeout(r, ms));
+    return fetch(input, init);
+  }) as typeof fetch;
+
 describe("holdMs over HTTP: which writes a batch waits for", () => {
   it("waits after a claim that got a lease, an ack and a nack; not after an empty claim or a publish", async () => {
     // Every request to sqld takes 10 ms more here, so that a hold (capped by the last batch's
     // duration) has room to start whatever this machine's speed.
-    const slow = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      await new Promise((r) => setTimeout(r, 10));
-      return fetch(input, init);
-    }) as typeof fetch;
+    const slow = delayedFetch(10);
     const t = await LibsqlTransport.create(inject("sqldUrl"), { holdMs: 1000, fetch: slow });
     await resetDatabase(clientOf(t));
     const stats = () => writeStatsOf(t);
@@ -425,10 +429,7 @@ describe("rideMs over HTTP: an ack nothing waits on rides the next write's batch
   it("an ack waits for the publish after it and goes in its batch; a publish or a claim never waits", async () => {
     // Every request to sqld takes 40 ms more here (a primary far away), so that the wait (capped by
     // the last batch's duration) has room whatever this machine's speed.
-    const far = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      await new Promise((r) => setTimeout(r, 40));
-      return fetch(input, init);
-    }) as typeof fetch;
+    const far = delayedFetch(40);
     const t = await LibsqlTransport.create(inject("sqldUrl"), { rideMs: 1000, fetch: far });
     await resetDatabase(clientOf(t));
     const stats = () => writeStatsOf(t);
