@@ -235,6 +235,17 @@ class Loop<E> {
         lane.paused = false;
         lane.rest();
       }
+      this.#wakeAwaiting();
+    }
+  }
+
+  /** The lanes that found nothing and waited for the others' claims claim again once none is out (not drained after all). */
+  #wakeAwaiting(): void {
+    if (this.#lanes.some((l) => l.pending > 0)) return;
+    for (const l of this.#lanes) {
+      if (!l.awaitingOthers) continue;
+      l.awaitingOthers = false;
+      l.paused = false;
     }
   }
 
@@ -269,6 +280,7 @@ class Loop<E> {
     if (lanes.some((l) => l.pending > 0 || l.emptySentAt === undefined || l.settles.length > 0)) return false;
     this.#quietSince ??= Math.max(...lanes.map((l) => l.emptySentAt as number));
     const until = this.#quietSince + this.#o.idleGraceMs;
+    for (const l of lanes) l.awaitingOthers = false;
     if (lanes.every((l) => (l.emptySentAt as number) >= until)) {
       this.#stop("drained");
       return true;
@@ -278,14 +290,18 @@ class Loop<E> {
       lane.paused = true;
       lane.empty = true;
       if ((lane.emptySentAt as number) >= until) continue;
-      lane.timer = setTimeout(
-        () => {
-          lane.timer = undefined;
-          lane.paused = false;
-          this.#pump();
-        },
-        Math.max(0, until - Date.now()),
-      );
+      // A timer may fire a millisecond before the clock says it is due: its claim must be sent after the grace.
+      const afterGrace = () => {
+        const left = until - Date.now();
+        if (left > 0) {
+          lane.timer = setTimeout(afterGrace, left);
+          return;
+        }
+        lane.timer = undefined;
+        lane.paused = false;
+        this.#pump();
+      };
+      afterGrace();
     }
     return true;
   }
@@ -311,8 +327,14 @@ class Loop<E> {
     }
     // Doubling per empty claim in a row; a short (not empty) claim pauses the least.
     const delay = backoff(empty ? lane.emptyClaims : 1, this.#o.idle);
+    lane.awaitingOthers = false;
     lane.timer = setTimeout(() => {
       lane.timer = undefined;
+      // Draining: claiming again before the others answer would only make this lane look once more after the grace.
+      if (this.#o.until === "drained" && lane.empty && this.#lanes.some((l) => l.pending > 0)) {
+        lane.awaitingOthers = true;
+        return;
+      }
       lane.paused = false;
       this.#pump();
     }, delay);

@@ -38,6 +38,8 @@ export class Lane {
   /** When its last round that found nothing was sent (undefined once one finds something): how long it has been drained. */
   emptySentAt: number | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** Draining, it found nothing and waits for the other lanes' claims still out (their answers decide whether the run is over). */
+  awaitingOthers = false;
   /** Acks and nacks of this lane's leases, waiting to ride with its next claims. */
   settles: Settle[] = [];
 

@@ -111,30 +111,54 @@ describe("until drained", () => {
 });
 
 describe("until drained, on a ShardedQueue", () => {
-  it("drains every shard, then an idle run costs each shard two claims", async () => {
+  /** Three fresh shards, each through a proxy of its own that counts its claims. */
+  async function threeShards(): Promise<{ sharded: ShardedQueue; proxies: FaultProxy[]; claims: () => number[] }> {
     const provider = sqldNamespaces({ url: inject("nsSqldUrl"), adminUrl: inject("nsAdminUrl") });
     const names = [0, 1, 2].map((i) => `drain-${process.pid}-${Date.now().toString(36)}-${i}`);
     for (const n of names) await provider.create(n);
     cleanups.push(() => Promise.all(names.map((n) => provider.drop(n).catch(() => false))));
-    const proxy = await startProxy(Number(new URL(inject("nsSqldUrl")).port));
-    cleanups.push(() => proxy.close());
-    let claims = 0;
-    proxy.observe = (text) => {
-      claims += text.split(CLAIM).length - 1;
-    };
-    const shards = await Promise.all(names.map((namespace) => LibsqlTransport.create(proxy.url, { namespace })));
+    const counts = names.map(() => 0);
+    const proxies = await Promise.all(
+      names.map(async (_, i) => {
+        const proxy = await startProxy(Number(new URL(inject("nsSqldUrl")).port));
+        cleanups.push(() => proxy.close());
+        proxy.observe = (text) => {
+          counts[i] = (counts[i] as number) + text.split(CLAIM).length - 1;
+        };
+        return proxy;
+      }),
+    );
+    const shards = await Promise.all(
+      names.map((namespace, i) => LibsqlTransport.create((proxies[i] as FaultProxy).url, { namespace })),
+    );
     const sharded = new ShardedQueue(shards);
     cleanups.push(() => sharded.close());
+    return { sharded, proxies, claims: () => [...counts] };
+  }
+
+  it("drains every shard, then an idle run costs each shard two claims", async () => {
+    const { sharded, claims } = await threeShards();
     await sharded.publishMany(Array.from({ length: 30 }, (_, i) => ({ groupId: `g${i % 9}`, event: { i } })));
     const first = await drain(sharded, () => {}, { workerId: "shards", concurrency: 6, budgetMs: 30_000 });
     expect(first).toMatchObject({ stopped: "drained", claimed: 30, acked: 30, leftLeased: [] });
     expect((await sharded.stats()).groups).toBe(0);
-    const before = claims;
+    const before = claims();
     expect(await drain(sharded, () => {}, { workerId: "shards", concurrency: 6, budgetMs: 30_000 })).toMatchObject({
       stopped: "drained",
       claimed: 0,
     });
-    expect(claims - before).toBe(2 * shards.length);
+    expect(claims().map((n, i) => n - (before[i] as number))).toEqual([2, 2, 2]);
+  });
+
+  it("an idle run costs each shard two claims when one answers long after the others", async () => {
+    const { sharded, proxies, claims } = await threeShards();
+    // Far longer than the idle pause between a lane's claims (IDLE_POLL): the fast shards wait for it.
+    (proxies[2] as FaultProxy).latencyMs = 400;
+    expect(await drain(sharded, () => {}, { workerId: "slow", concurrency: 6, budgetMs: 30_000 })).toMatchObject({
+      stopped: "drained",
+      claimed: 0,
+    });
+    expect(claims()).toEqual([2, 2, 2]);
   });
 });
 
