@@ -229,7 +229,13 @@ class Loop<E> {
         lane.emptyClaims = got === 0 ? lane.emptyClaims + 1 : 0;
         if (got === 0) lane.emptySentAt = sentAt;
         if (got === 0 && this.#drained()) return;
-        this.#idle(lane, got === 0);
+        if (lane.settles.some((st) => st.kind !== "nack")) {
+          // Acks owed since the claim was sent free their groups' next messages: claim again now, with them riding.
+          lane.paused = false;
+          lane.rest();
+        } else {
+          this.#idle(lane, got === 0);
+        }
       } else {
         lane.emptyClaims = 0;
         lane.paused = false;

@@ -30,7 +30,7 @@ export class Lane {
   /** Handlers running on this lane's leases, and the slots it holds to claim with (freed by them, or given). */
   jobs = 0;
   free = 0;
-  /** Its last round came back short: wait for a handler of this lane to finish, or for the idle timer. */
+  /** Its last round came back short, no ack owed: wait for a handler of this lane to finish, or for the idle timer. */
   paused = false;
   /** Its last round found nothing, and did not fail (an idle consumer long-polls once every lane did). */
   empty = false;

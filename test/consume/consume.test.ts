@@ -36,6 +36,19 @@ async function fresh(options: TransportOptions = {}): Promise<LibsqlTransport> {
   return t;
 }
 
+/** Text only a claim statement carries, once per claim (src/core/sql/claim.ts). */
+const CLAIM = "tq_claimed_at AS stamp, tq_trace AS trace";
+/** Text an ack carries, once per acked lease (src/core/sql). */
+const ACK = "DELETE FROM messages WHERE seq = ? AND tq_lease";
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The summary of a consumer stopped by its signal that did nothing. */
@@ -200,6 +213,64 @@ describe("consume() over sqld", () => {
     // Handlers finishing in the same tick share a claim, so fewer requests than messages + 1.
     expect(requests).toBeLessThanOrEqual(n + 1);
     expect(requests).toBeGreaterThanOrEqual(n / 8);
+  });
+
+  it("an ack owed when a claim comes back short rides the next claim at once: its group's next message is claimable", async () => {
+    const sent: { claims: number; acks: number }[] = [];
+    const counting: typeof fetch = (input, init) => {
+      const body = String(init?.body);
+      if (!closesOnly(body)) sent.push({ claims: body.split(CLAIM).length - 1, acks: body.split(ACK).length - 1 });
+      return fetch(input, init);
+    };
+    const t = await fresh({ fetch: counting });
+    await t.publishMany([
+      { groupId: "a", event: { n: 1 } },
+      { groupId: "a", event: { n: 2 } },
+      { groupId: "b", event: { n: 1 } },
+    ]);
+    const release = deferred();
+    const a1Done = deferred();
+    let claims = 0;
+    // The second claim (b's refill) finds nothing, a1 still held; its answer waits until a1's ack is owed.
+    const held: ConsumerQueue = {
+      claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
+        const leases = await t.claimMany<E>(w, v, k, p);
+        if (++claims === 2) {
+          release.resolve();
+          await a1Done.promise;
+          await new Promise((r) => setImmediate(r));
+        }
+        return leases;
+      },
+      ack: (l) => t.ack(l),
+      nack: (l, d) => t.nack(l, d),
+      release: (l) => t.release(l),
+      extend: (l, v) => t.extend(l, v),
+    };
+    const ctl = new AbortController();
+    const order: string[] = [];
+    sent.length = 0;
+    const summary = await consume(
+      held,
+      async (e: { n: number }, lease) => {
+        order.push(`${lease.groupId}${e.n}`);
+        if (lease.groupId === "a" && e.n === 1) {
+          await release.promise;
+          a1Done.resolve();
+        }
+        if (lease.groupId === "a" && e.n === 2) ctl.abort();
+      },
+      { workerId: "short", concurrency: 2, signal: ctl.signal },
+    );
+    expect(summary).toMatchObject({ claimed: 3, acked: 3 });
+    expect(order.sort()).toEqual(["a1", "a2", "b1"]);
+    // a1's ack left with the claim that found a2; only the stop's flush carries an ack alone (a2's).
+    expect(sent).toEqual([
+      { claims: 1, acks: 0 },
+      { claims: 1, acks: 1 },
+      { claims: 1, acks: 1 },
+      { claims: 0, acks: 1 },
+    ]);
   });
 
   it("retries a throwing handler with backoff, then the message ends in the dead letters", async () => {
