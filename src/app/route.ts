@@ -8,6 +8,9 @@
  * To add a route: declare it with `defineRoute({...})` next to its handler in src/app/routes/, call
  * `handle(app, route, handler)`, and list it in `API_ROUTES` (src/app/routes/index.ts). The test in
  * test/app/openapi.test.ts fails if the app answers a route the document does not describe.
+ * A path never puts a fixed segment where another has a parameter (`/v1/leases/all` beside
+ * `/v1/leases/{lease_id}`): Hono's RegExpRouter refuses such a pair, and the whole app falls back to
+ * its TrieRouter, which costs every request more CPU (the same test file checks it).
  *
  * Why not Hono's `validator()`: it decodes path and query values leniently (`a%ZZb` stays `a%ZZb`) and
  * reads the body with `c.req.json()`; the API refuses malformed percent-encoding and reads bodies

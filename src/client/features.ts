@@ -11,7 +11,7 @@ export class ServerFeatures {
   acks = true;
   /** Claims may wait for a message (`"wait": seconds`, long poll). */
   waits = true;
-  /** Many leases may be settled in one request (`POST /v1/leases/settle`). */
+  /** Many leases may be settled in one request (`POST /v1/settlements`). */
   settle = true;
 
   /** A settle was refused with `e`: true when the server has no such route (it predates it). */

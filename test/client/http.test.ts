@@ -667,7 +667,7 @@ describe("consume() over HTTP", () => {
     const alone =
       log.filter((r) => r.path.endsWith("/ack") && r.status === 204).length +
       log
-        .filter((r) => r.path === "/v1/leases/settle" && r.status === 200)
+        .filter((r) => r.path === "/v1/settlements" && r.status === 200)
         .reduce((n, r) => n + (JSON.parse(r.body ?? "{}") as { leases: unknown[] }).leases.length, 0);
     const ridden = log
       .filter((r) => r.path === "/v1/claims" && r.status === 200)

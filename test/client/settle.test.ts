@@ -1,5 +1,5 @@
 /**
- * `POST /v1/leases/settle` and the client's settle(), through the API app in this process (a
+ * `POST /v1/settlements` and the client's settle(), through the API app in this process (a
  * long-lived server over one transport) against real sqld: a settle of 256 leases is one request
  * with an outcome each; a bad entry is refused whole; a resend after a lost answer reads the first
  * attempt's work as done; an API without the route is settled lease by lease; a sharded queue over
@@ -49,7 +49,7 @@ async function leases(n: number): Promise<Lease[]> {
   return got;
 }
 
-describe("POST /v1/leases/settle", () => {
+describe("POST /v1/settlements", () => {
   it("settles 256 leases in one request, each with its own outcome, fenced as on its own route", async () => {
     const held = await leases(256);
     // One of them lost: released by someone else and claimed again.
@@ -66,7 +66,7 @@ describe("POST /v1/leases/settle", () => {
             : { action: "release", lease },
       ),
     );
-    expect(requests.map((r) => r.path)).toEqual(["/v1/leases/settle"]);
+    expect(requests.map((r) => r.path)).toEqual(["/v1/settlements"]);
     expect(outcomes).toHaveLength(256);
     expect(outcomes.slice(0, 255).every((o, i) => o.leaseId === held[i]?.id && o.error === undefined)).toBe(true);
     expect(outcomes[1]).toEqual({ leaseId: held[1]?.id, action: "nack", deadLettered: false });
@@ -83,7 +83,7 @@ describe("POST /v1/leases/settle", () => {
     const [a, b] = await leases(2);
     const send = (body: unknown) =>
       app.fetch(
-        new Request("http://queue.test/v1/leases/settle", {
+        new Request("http://queue.test/v1/settlements", {
           method: "POST",
           headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
           body: JSON.stringify(body),
@@ -128,7 +128,7 @@ describe("POST /v1/leases/settle", () => {
       { action: "release", lease: b as Lease },
     ]);
     // The release's resend finds the message free: our lease had not lapsed (the stats' clock says), so the lost attempt released it.
-    expect(requests.map((r) => r.path)).toEqual(["/v1/leases/settle", "/v1/leases/settle", "/v1/stats"]);
+    expect(requests.map((r) => r.path)).toEqual(["/v1/settlements", "/v1/settlements", "/v1/stats"]);
     expect(outcomes).toEqual([
       { leaseId: a?.id, action: "ack" },
       { leaseId: b?.id, action: "release" },
@@ -139,7 +139,7 @@ describe("POST /v1/leases/settle", () => {
   it("an API without the route is settled lease by lease, and not asked again", async () => {
     const held = await leases(4);
     const { c, requests } = client((url, init, direct) =>
-      new URL(url).pathname === "/v1/leases/settle"
+      new URL(url).pathname === "/v1/settlements"
         ? Promise.resolve(
             new Response(JSON.stringify({ error: { code: "NOT_FOUND", message: "no route" } }), { status: 404 }),
           )
@@ -149,7 +149,7 @@ describe("POST /v1/leases/settle", () => {
     const second = await c.settle(held.slice(2).map((lease) => ({ action: "nack" as const, lease })));
     expect([...first, ...second].map((o) => o.error)).toEqual([undefined, undefined, undefined, undefined]);
     expect(requests.map((r) => r.path.replace(/\/v1\/leases\/[^/]+\//, "…/"))).toEqual([
-      "/v1/leases/settle",
+      "/v1/settlements",
       "…/ack",
       "…/ack",
       "…/nack",
@@ -184,8 +184,8 @@ describe("POST /v1/leases/settle", () => {
       expect(outcomes.map((o) => [o.leaseId, o.error])).toEqual(got.map((l) => [l.id, undefined]));
       expect(sent.sort()).toEqual([0, 1]);
       expect(shards.flatMap((s) => s.requests.slice(-1).map((r) => r.path))).toEqual([
-        "/v1/leases/settle",
-        "/v1/leases/settle",
+        "/v1/settlements",
+        "/v1/settlements",
       ]);
       expect((await q.stats()).groups).toBe(0);
     } finally {
@@ -219,7 +219,7 @@ describe("consume() over HTTP, stopping", () => {
     );
     const after = requests.slice(atStop);
     expect(after.length).toBeLessThanOrEqual(3);
-    expect(after.map((r) => r.path)).toEqual(["/v1/leases/settle"]);
+    expect(after.map((r) => r.path)).toEqual(["/v1/settlements"]);
     expect((JSON.parse(after[0]?.body ?? "{}") as { leases: unknown[] }).leases).toHaveLength(256);
     expect(summary).toMatchObject({ stopped: "signal", claimed: 256, acked: 256, settleFailed: 0, leftLeased: [] });
     expect((await admin.stats()).groups).toBe(0);

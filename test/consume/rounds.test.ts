@@ -214,7 +214,7 @@ describe("consume() over HTTP: a round is as many claim requests as it needs, at
         claims.push({ max: body.max, acks: body.ack?.length ?? 0, together: out });
       }
       if (path.endsWith("/ack")) alone++;
-      if (path === "/v1/leases/settle")
+      if (path === "/v1/settlements")
         settles.push((JSON.parse(init.body ?? "{}") as { leases: unknown[] }).leases.length);
       try {
         return await app.fetch(new Request(url, init), env);

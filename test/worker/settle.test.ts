@@ -1,5 +1,5 @@
 /**
- * `POST /v1/leases/settle` through the Worker inside workerd: on the default queue (its writer), and
+ * `POST /v1/settlements` through the Worker inside workerd: on the default queue (its writer), and
  * on a queue sharded over four databases (the edge splits it by shard); each lease with its outcome,
  * fenced, in order.
  */
@@ -20,7 +20,7 @@ async function held(prefix: string, n: number): Promise<T.Lease[]> {
   return got.body.leases;
 }
 
-describe("POST /v1/leases/settle in the Worker", () => {
+describe("POST /v1/settlements in the Worker", () => {
   for (const [name, prefix, setup] of [
     ["the default queue", "/v1", async () => {}],
     [
@@ -43,7 +43,7 @@ describe("POST /v1/leases/settle in the Worker", () => {
         action: i % 3 === 0 ? "ack" : i % 3 === 1 ? "nack" : "release",
         ...(i % 3 === 1 ? { delay: 60 } : {}),
       }));
-      const res = await post<T.SettleAnswer>(`${prefix}/leases/settle`, { leases: list });
+      const res = await post<T.SettleAnswer>(`${prefix}/settlements`, { leases: list });
       expect(res.status).toBe(200);
       expect(res.body.outcomes.map((o) => [o.lease_id, o.action, o.error?.code])).toEqual(
         list.map((s, i) => [s.lease_id, s.action, i === 11 ? "LEASE_LOST" : undefined]),

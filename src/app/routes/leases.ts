@@ -73,7 +73,7 @@ export const release = defineRoute({
 
 export const settle = defineRoute({
   method: "post",
-  path: "/v1/leases/settle",
+  path: "/v1/settlements",
   operationId: "settle",
   tag: "Consume",
   summary: "Settle many leases at once: acks, nacks and releases",

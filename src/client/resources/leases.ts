@@ -101,7 +101,7 @@ export class Leases {
     const list = library(() => checkSettlements(settlements));
     const leases = settlements.map((s) => s.lease);
     if (!this.#features.settle) return this.#settleEach(list, leases, options);
-    const path = "/v1/leases/settle";
+    const path = "/v1/settlements";
     const body: W.SettleRequest = { leases: list.map(settlementToWire) };
     let answer: { outcomes: SettleOutcome[]; retried: boolean };
     try {
