@@ -162,7 +162,6 @@ class WriteStream {
     const fresh = pipelineUrl(this.#target.url);
     if (this.#busy) return pipelineBody(await this.#post(fresh, null, [request, { type: "close" }], signal));
     this.#busy = true;
-    this.#stopIdle();
     const keep = this.#keeps && Date.now() - this.#answeredAt < this.#keepMs;
     const kept = keep ? this.#kept : undefined;
     this.#kept = undefined;
@@ -200,11 +199,19 @@ class WriteStream {
     );
   }
 
-  #idleAfter(): void {
+  /**
+   * Closes the kept stream once no batch has followed for `keepMs`. One timer at a time, looking again
+   * when it fires, rather than one set per batch: a timer costs more than a batch's own work in workerd.
+   */
+  #idleAfter(ms = this.#keepMs): void {
+    if (this.#idle !== undefined) return;
     this.#idle = setTimeout(() => {
       this.#idle = undefined;
-      void this.close();
-    }, this.#keepMs);
+      if (this.#busy || this.#kept === undefined) return; // the batch under way sets it again
+      const left = this.#answeredAt + this.#keepMs - Date.now();
+      if (left > 0) this.#idleAfter(left);
+      else void this.close();
+    }, ms);
     // Never what keeps a Node process alive.
     (this.#idle as { unref?: () => void }).unref?.();
   }

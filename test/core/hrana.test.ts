@@ -95,14 +95,18 @@ describe("the write path's stream, kept while batches follow one another", () =>
   type Sent = { baton: string | null; batch: boolean; close: boolean; status: number };
   /** A writer over a fetch that records each request (and may rewrite its baton). */
   const recording = (
-    o: { keepStream?: boolean; rewrite?: (baton: string | null, i: number) => string | null } = {},
+    o: {
+      keepStream?: boolean;
+      keepStreamMs?: number;
+      rewrite?: (baton: string | null, i: number) => string | null;
+    } = {},
   ) => {
     const sent: Sent[] = [];
     const send = httpWriter({
       url,
       keepStream: o.keepStream,
       // Long enough that writes one after another always follow one another, however loaded the machine.
-      keepStreamMs: 60_000,
+      keepStreamMs: o.keepStreamMs ?? 60_000,
       fetch: async (input, init) => {
         const body = JSON.parse(String(init?.body)) as { baton: string | null; requests: { type: string }[] };
         const baton = o.rewrite ? o.rewrite(body.baton, sent.length) : body.baton;
@@ -142,6 +146,28 @@ describe("the write path's stream, kept while batches follow one another", () =>
     await waitFor(async () => sent.length === 5 && sent[4]?.status !== 0, { what: "the kept stream's close" });
     expect(shape(sent.slice(4))).toEqual([["kept", "-", true]]);
     expect(sent[4]?.status).toBe(200);
+  });
+
+  it("a stream stays kept while writes follow within keepStreamMs, however long that lasts, and is closed once they stop", async () => {
+    const { send, sent } = recording({ keepStream: true, keepStreamMs: 300 });
+    const started = Date.now();
+    let k = 50;
+    // Writes 20 ms apart for more than twice keepStreamMs.
+    while (Date.now() - started < 700) {
+      await send(insert(k++));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const writes = sent.length;
+    // The first write alone (nothing to follow yet); the second opens the stream the others keep.
+    expect(shape(sent)).toEqual([
+      ["new", "batch", true],
+      ["new", "batch", false],
+      ...Array(writes - 2).fill(["kept", "batch", false]),
+    ]);
+    // Never closed by the writer: idle for keepStreamMs, its stream is closed all the same.
+    await waitFor(async () => sent.length === writes + 1 && sent[writes]?.status !== 0, { what: "the idle close" });
+    expect(shape(sent.slice(writes))).toEqual([["kept", "-", true]]);
+    expect(sent[writes]?.status).toBe(200);
   });
 
   it("a write sent while another is out goes on a stream of its own, closed with it", async () => {
