@@ -18,7 +18,6 @@ import { catalogFor, placementOf, serve } from "./queues.js";
 import { claims } from "./routes/claims.js";
 import { deadLetters } from "./routes/dead-letters.js";
 import { groupMessages } from "./routes/groups.js";
-import { API_ROUTES } from "./routes/index.js";
 import { keys } from "./routes/keys.js";
 import { leases } from "./routes/leases.js";
 import { messages } from "./routes/messages.js";
@@ -128,7 +127,7 @@ export function createApp(factory: TransportFactory, options: AppOptions = {}): 
     }
   };
   // Who may do what: checked before anything reads a body or a database.
-  const auth = requireKey(API_ROUTES, (c, config): KeyStore => accessOf(c, config).keys());
+  const auth = requireKey((c, config): KeyStore => accessOf(c, config).keys());
   app.use("/v1/*", auth, setup);
   app.use("/metrics", auth, setup);
 

@@ -1,19 +1,20 @@
 /**
  * Who may do what, on which queue: one middleware (`requireKey`) in front of every `/v1` route and
  * `/metrics`, run before anything reads a body or a database. It tells who the bearer token is
- * (src/app/keys.ts: the root key, a key made through the API, a JWT), finds the route the request is
- * for among the declarations (src/app/route.ts: each declares its scope), and refuses a key that
- * lacks the scope or the queue (403 naming both), so a refused request changes nothing. After a
- * `manage` action succeeded, it records it in the audit.
+ * (src/app/keys.ts: the root key, a key made through the API, a JWT), takes the route Hono matched
+ * (src/app/route.ts: each declares its scope), and refuses a key that lacks the scope or the queue
+ * (403 naming both), so a refused request changes nothing. After a `manage` action succeeded, it
+ * records it in the audit.
  */
 import type { Context, MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
 import type { KeyStore } from "../core/keys.js";
-import { DEFAULT_QUEUE, queueAllowed, queueNameProblem } from "../rules.js";
+import { queueAllowed, queueNameProblem } from "../rules.js";
 import type { AppEnv } from "./context.js";
 import { type Config, parseEnv } from "./env.js";
-import { badRequest, HttpError } from "./errors.js";
+import { HttpError } from "./errors.js";
 import { KeyChecker, type Principal, Refused } from "./keys.js";
-import { type RouteSpec, scopedPath } from "./route.js";
+import { type RouteMatch, routeOf } from "./route.js";
 
 export { sameSecret } from "./secrets.js";
 
@@ -25,69 +26,8 @@ const unauthorized = (message: string, tokenGiven: boolean) =>
     "WWW-Authenticate": tokenGiven ? `${REALM}, error="invalid_token"` : REALM,
   });
 
-/** A route the request is for, with its path's values. */
-interface Match {
-  route: RouteSpec;
-  params: Record<string, string>;
-  /** The queue it is about; undefined for a route about no one queue. */
-  queue: string | undefined;
-}
-
-interface Compiled {
-  route: RouteSpec;
-  segments: string[];
-}
-
-/**
- * Finds a request's route among `routes` by method and path (each route's own path, and its
- * `/v1/queues/{queue}/...` variant), wherever the app is mounted: the route's path is the tail of
- * the request's. Path values are decoded strictly (400 naming the value).
- */
-export function routeMatcher(routes: readonly RouteSpec[]): (method: string, pathname: string) => Match | undefined {
-  const byMethod = new Map<string, Compiled[]>();
-  for (const route of routes) {
-    for (const path of [route.path, scopedPath(route)]) {
-      if (path === undefined) continue;
-      const method = route.method.toUpperCase();
-      const list = byMethod.get(method) ?? [];
-      list.push({ route, segments: path.split("/").slice(1) });
-      byMethod.set(method, list);
-    }
-  }
-  // The longest path first: `/v1/queues/{queue}/stats` before anything it could end like.
-  for (const list of byMethod.values()) list.sort((a, b) => b.segments.length - a.segments.length);
-  return (method, pathname) => {
-    const parts = pathname.split("/");
-    for (const c of byMethod.get(method === "HEAD" ? "GET" : method) ?? []) {
-      const offset = parts.length - c.segments.length;
-      if (offset < 1) continue;
-      let ok = true;
-      for (let i = 0; i < c.segments.length && ok; i++) {
-        const s = c.segments[i] as string;
-        ok = s.startsWith("{") || s === parts[offset + i];
-      }
-      if (!ok) continue;
-      const params: Record<string, string> = {};
-      c.segments.forEach((s, i) => {
-        if (s.startsWith("{")) params[s.slice(1, -1)] = decode(parts[offset + i] as string, s.slice(1, -1));
-      });
-      const about = c.route.queues === undefined && (c.route.path.startsWith("/v1/") || "queue" in params);
-      return { route: c.route, params, queue: about ? (params.queue ?? DEFAULT_QUEUE) : undefined };
-    }
-    return undefined;
-  };
-}
-
-function decode(raw: string, field: string): string {
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    throw badRequest(field, "is not valid percent-encoding");
-  }
-}
-
 /** The 403 for a key that may not take this route (its scope, or its queue); nothing when it may. */
-function refusal(p: Principal, m: Match): HttpError | undefined {
+function refusal(p: Principal, m: RouteMatch): HttpError | undefined {
   const scope = m.route.scope;
   if (scope === "public" || scope === "any") return undefined;
   const limited = p.queues !== undefined ? ` (it is limited to ${p.queues.join(", ")})` : "";
@@ -110,7 +50,7 @@ function refusal(p: Principal, m: Match): HttpError | undefined {
 }
 
 /** What an audit entry records of a successful `manage` action: the path's values, and the answer's fields the route names. */
-async function auditEntry(c: Context<AppEnv>, m: Match) {
+async function auditEntry(c: Context<AppEnv>, m: RouteMatch) {
   const { queue: _queue, ...params } = m.params;
   const detail: Record<string, unknown> = { ...params };
   if (m.route.audit !== undefined && (c.res.headers.get("content-type") ?? "").includes("json")) {
@@ -126,15 +66,11 @@ async function auditEntry(c: Context<AppEnv>, m: Match) {
 }
 
 /**
- * Checks every request against the routes' declared scopes (`routes`: the API's, src/app/routes),
+ * Checks every request against its route's declared scope (the route Hono matched, src/app/route.ts),
  * and audits the `manage` actions that succeed. `storeOf` is where the deployment keeps its keys
  * and audit (asked only for a key made through the API, and to record an action).
  */
-export function requireKey(
-  routes: readonly RouteSpec[],
-  storeOf: (c: Context<AppEnv>, config: Config) => KeyStore,
-): MiddlewareHandler<AppEnv> {
-  const match = routeMatcher(routes);
+export function requireKey(storeOf: (c: Context<AppEnv>, config: Config) => KeyStore): MiddlewareHandler<AppEnv> {
   const checker = new KeyChecker();
   return async (c, next) => {
     const parsed = parseEnv(c.env);
@@ -160,7 +96,11 @@ export function requireKey(
       if (e instanceof Refused) throw unauthorized(e.message, true);
       throw e;
     }
-    const m = match(c.req.method, new URL(c.req.url).pathname);
+    const m = routeOf(c);
+    if (m === undefined && matchedRoutes(c).some((r) => r.method !== "ALL")) {
+      // A route answers that handle() did not mount: no scope to check it against, so it is refused.
+      throw new HttpError(500, "INTERNAL", "this route declares no scope");
+    }
     const refused = m && refusal(principal, m);
     if (refused !== undefined) throw refused;
     checker.used(config, principal);

@@ -16,7 +16,8 @@
  * reads the body with `c.req.json()`; the API refuses malformed percent-encoding and reads bodies
  * bounded, in strict UTF-8, with 413/415 (src/app/body.ts).
  */
-import type { Handler, Hono, MiddlewareHandler } from "hono";
+import type { Context, Handler, Hono, MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
 import * as v from "valibot";
 import { type ErrorCode, QueuePath } from "../contract/schemas.js";
 import { DEFAULT_QUEUE, type Scope } from "../rules.js";
@@ -98,13 +99,47 @@ export function scopedPath(route: Pick<RouteSpec, "path" | "queues">): `/${strin
     : undefined;
 }
 
+/** Each validation middleware `handle()` mounted: the route it checks, and the path it was mounted at. */
+const mounted = new WeakMap<object, { route: RouteSpec; template: string }>();
+
 /** Mounts `route` on `app`, and its queue's variant (`scopedPath`): its validation, then `handler`. */
 export function handle<R extends RouteSpec>(app: Hono<AppEnv>, route: R, handler: RouteHandler<R>): void {
-  app.on(route.method.toUpperCase(), honoPath(route.path), validate(route, route.path), handler as Handler<AppEnv>);
-  const scoped = scopedPath(route);
-  if (scoped !== undefined) {
-    app.on(route.method.toUpperCase(), honoPath(scoped), validate(route, scoped), handler as Handler<AppEnv>);
+  for (const template of [route.path, scopedPath(route)]) {
+    if (template === undefined) continue;
+    const check = validate(route, template);
+    mounted.set(check, { route, template });
+    app.on(route.method.toUpperCase(), honoPath(template), check, handler as Handler<AppEnv>);
   }
+}
+
+/** A request's route, with its path's values, and the queue it is about (undefined: about no one queue). */
+export interface RouteMatch {
+  route: RouteSpec;
+  params: Record<string, string>;
+  queue: string | undefined;
+}
+
+/**
+ * The route Hono matched for the request (the first of `handle()`'s: the one that answers), wherever
+ * the app is mounted; undefined when none did (a 404 or a 405 follows). Its path's values are decoded
+ * strictly (400 naming the value).
+ */
+export function routeOf(c: Context<AppEnv>): RouteMatch | undefined {
+  for (const { handler } of matchedRoutes(c)) {
+    const m = mounted.get(unwrapped(handler));
+    if (m === undefined) continue;
+    const params = pathParams(c.req.url, m.template);
+    const about = m.route.queues === undefined && (m.route.path.startsWith("/v1/") || "queue" in params);
+    return { route: m.route, params, queue: about ? (params.queue ?? DEFAULT_QUEUE) : undefined };
+  }
+  return undefined;
+}
+
+/** A handler as registered: an app mounted in another with its own error handler has each one wrapped. */
+function unwrapped(handler: object): object {
+  let h = handler as { __COMPOSED_HANDLER?: object };
+  while (h.__COMPOSED_HANDLER !== undefined) h = h.__COMPOSED_HANDLER as typeof h;
+  return h;
 }
 
 /** `/v1/groups/{group_id}/messages` → `/v1/groups/:group_id/messages`. */

@@ -6,6 +6,7 @@
  * JWTs (HS256, ES256, EdDSA) and every way a forged one is refused; the audit of manage actions; and
  * what the check costs in rows (none for a known key, none for a made-up one).
  */
+import { Hono } from "hono";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { billed } from "../../scripts/support/sqld.js";
 import { createApp } from "../../src/app/app.js";
@@ -223,6 +224,28 @@ describe("the matrix: every route, every scope, an allowed and a forbidden queue
       { secret: JWT_SECRET },
     );
     await runMatrix(token, ["read", "publish"], [BILLING], cases(["default", BILLING, OTHER]));
+  });
+});
+
+describe("mounted in another app", () => {
+  it("under a prefix, in a Hono app of the user's, a key is held to the same scopes: every refusal a 403, nothing stored", async () => {
+    // The user's app wraps each of ours (ours has its own error handler): the check must still find each route.
+    const outer = new Hono();
+    outer.route("/queue", createApp(sharedTransports()));
+    const via = outer as unknown as typeof app;
+    const key = await makeKey({ name: "mounted read", scopes: ["read"], queues: [PATTERN] });
+    const refused = cases(["default", BILLING, OTHER]).filter((c) => !allowed(c, ["read"], [PATTERN]));
+    expect(refused.length).toBeGreaterThan(40);
+    expect((await call("/queue/v1/whoami", { token: key.key, via })).status).toBe(200);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const before = await snapshot();
+    for (const c of refused) {
+      const res = await call(`/queue${c.path}`, { method: c.method, token: key.key, json: c.body, via });
+      expectForbidden(c, `mounted: ${c.method} ${c.path}`, res);
+    }
+    expect(await snapshot()).toEqual(before);
+    vi.useRealTimers();
+    expect((await call(`/queue/v1/queues/${BILLING}/stats`, { token: key.key, via })).status).toBe(200);
   });
 });
 
