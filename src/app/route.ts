@@ -115,9 +115,14 @@ export function handle<R extends RouteSpec>(app: Hono<AppEnv>, route: R, handler
 /** A request's route, with its path's values, and the queue it is about (undefined: about no one queue). */
 export interface RouteMatch {
   route: RouteSpec;
+  /** The path it was mounted at: the route's own, or its queue's variant. */
+  template: string;
   params: Record<string, string>;
   queue: string | undefined;
 }
+
+/** Each request's match, found once (the key check asks first, the route's validation after). */
+const matches = new WeakMap<Request, RouteMatch | null>();
 
 /**
  * The route Hono matched for the request (the first of `handle()`'s: the one that answers), wherever
@@ -125,14 +130,20 @@ export interface RouteMatch {
  * strictly (400 naming the value).
  */
 export function routeOf(c: Context<AppEnv>): RouteMatch | undefined {
-  for (const { handler } of matchedRoutes(c)) {
-    const m = mounted.get(unwrapped(handler));
-    if (m === undefined) continue;
-    const params = pathParams(c.req.url, m.template);
-    const about = m.route.queues === undefined && (m.route.path.startsWith("/v1/") || "queue" in params);
-    return { route: m.route, params, queue: about ? (params.queue ?? DEFAULT_QUEUE) : undefined };
+  let match = matches.get(c.req.raw);
+  if (match === undefined) {
+    match = null;
+    for (const { handler } of matchedRoutes(c)) {
+      const m = mounted.get(unwrapped(handler));
+      if (m === undefined) continue;
+      const params = pathParams(c.req.url, m.template);
+      const about = m.route.queues === undefined && (m.route.path.startsWith("/v1/") || "queue" in params);
+      match = { ...m, params, queue: about ? (params.queue ?? DEFAULT_QUEUE) : undefined };
+      break;
+    }
+    matches.set(c.req.raw, match);
   }
-  return undefined;
+  return match ?? undefined;
 }
 
 /** A handler as registered: an app mounted in another with its own error handler has each one wrapped. */
@@ -150,7 +161,8 @@ function validate(route: RouteSpec, template: string): MiddlewareHandler<AppEnv>
   const scoped = template !== route.path;
   return async (c, next) => {
     // Path first, then headers, query and body: the cheapest refusals come before a byte is read.
-    const params = pathParams(c.req.url, template);
+    const found = routeOf(c);
+    const params = found?.template === template ? found.params : pathParams(c.req.url, template);
     if (scoped) {
       const { queue, ...rest } = params;
       c.set("queueName", (parse(QueuePath, { queue }) as { queue: string }).queue);
@@ -220,7 +232,7 @@ function decode(raw: string, field: string): string {
  * is the URL path's tail: the app may be mounted under a prefix (`app.route("/queue", api)`).
  */
 function pathParams(url: string, template: string): Record<string, string> {
-  const raw = new URL(url).pathname.split("/");
+  const raw = rawPath(url).split("/");
   const segments = template.split("/");
   const offset = raw.length - segments.length;
   const out: Record<string, string> = {};
@@ -229,6 +241,14 @@ function pathParams(url: string, template: string): Record<string, string> {
     if (m) out[m[1] as string] = decode(raw[offset + i] ?? "", m[1] as string);
   });
   return out;
+}
+
+/** A URL's path as sent (`http://host/a%2Fb?x` → `/a%2Fb`), without parsing the whole URL. */
+function rawPath(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const end = url.slice(start).search(/[?#]/);
+  return end < 0 ? url.slice(start) : url.slice(start, start + end);
 }
 
 /** The query's parameters, strictly decoded; a repeated one becomes an array (which its schema refuses). */
