@@ -307,7 +307,7 @@ class Loop<E> {
         lane.paused = false;
         this.#pump();
       };
-      afterGrace();
+      lane.timer = setTimeout(afterGrace, Math.max(0, until - Date.now()));
     }
     return true;
   }
