@@ -41,6 +41,18 @@ const CLAIM = "tq_claimed_at AS stamp, tq_trace AS trace";
 /** Text an ack carries, once per acked lease (src/core/sql). */
 const ACK = "DELETE FROM messages WHERE seq = ? AND tq_lease";
 
+/** `t` as a bare ConsumerQueue (no long poll unless given), with some of its calls replaced to count, hold or cut them. */
+function through(t: LibsqlTransport, own: Partial<ConsumerQueue>): ConsumerQueue {
+  return {
+    claimMany: (w, v, k, p) => t.claimMany(w, v, k, p),
+    ack: (l) => t.ack(l),
+    nack: (l, d) => t.nack(l, d),
+    release: (l) => t.release(l),
+    extend: (l, v) => t.extend(l, v),
+    ...own,
+  };
+}
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = () => {};
   const promise = new Promise<void>((r) => {
@@ -186,16 +198,12 @@ describe("consume() over sqld", () => {
     await t.publishMany(Array.from({ length: n }, (_, i) => ({ groupId: `g${i % 200}`, event: { i } })));
     let claims = 0;
     // The transport itself, with its claims counted.
-    const counted: ConsumerQueue = {
+    const counted = through(t, {
       claimMany: (w, v, k, p) => {
         claims++;
         return t.claimMany(w, v, k, p);
       },
-      ack: (l) => t.ack(l),
-      nack: (l, d) => t.nack(l, d),
-      release: (l) => t.release(l),
-      extend: (l, v) => t.extend(l, v),
-    };
+    });
     const ctl = new AbortController();
     let handled = 0;
     requests = 0;
@@ -232,7 +240,7 @@ describe("consume() over sqld", () => {
     const a1Done = deferred();
     let claims = 0;
     // The second claim (b's refill) finds nothing, a1 still held; its answer waits until a1's ack is owed.
-    const held: ConsumerQueue = {
+    const held = through(t, {
       claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
         const leases = await t.claimMany<E>(w, v, k, p);
         if (++claims === 2) {
@@ -242,11 +250,7 @@ describe("consume() over sqld", () => {
         }
         return leases;
       },
-      ack: (l) => t.ack(l),
-      nack: (l, d) => t.nack(l, d),
-      release: (l) => t.release(l),
-      extend: (l, v) => t.extend(l, v),
-    };
+    });
     const ctl = new AbortController();
     const order: string[] = [];
     sent.length = 0;
@@ -356,16 +360,12 @@ describe("consume() over sqld", () => {
     for (const visibility of [60 * 86_400, 366 * 86_400]) {
       const ctl = new AbortController();
       let extends_ = 0;
-      const counted: ConsumerQueue = {
-        claimMany: (w, v, k, p) => t.claimMany(w, v, k, p),
-        ack: (l) => t.ack(l),
-        nack: (l, d) => t.nack(l, d),
-        release: (l) => t.release(l),
+      const counted = through(t, {
         extend: (l, v) => {
           extends_++;
           return t.extend(l, v);
         },
-      };
+      });
       const summary = await consume(
         counted,
         async () => {
@@ -490,13 +490,12 @@ describe("consume() over sqld", () => {
     // A claim answered after the abort: its leases go back at once (released, not nacked), no handler runs.
     const ctl2 = new AbortController();
     const calls: string[] = [];
-    const slowClaims: ConsumerQueue = {
+    const slowClaims = through(t, {
       claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
         const leases = await t.claimMany<E>(w, v, k, p);
         ctl2.abort();
         return leases;
       },
-      ack: (l) => t.ack(l),
       nack: (l, d) => {
         calls.push("nack");
         return t.nack(l, d);
@@ -505,8 +504,7 @@ describe("consume() over sqld", () => {
         calls.push("release");
         return t.release(l);
       },
-      extend: (l, v) => t.extend(l, v),
-    };
+    });
     const summary2 = await consume(slowClaims, () => void handled++, {
       workerId: "late",
       concurrency: 4,
@@ -529,17 +527,13 @@ describe("consume() over sqld", () => {
     const ctl = new AbortController();
     let handled = 0;
     const errors = errorLog();
-    const stopping: ConsumerQueue = {
+    const stopping = through(t, {
       claimMany: async <E>(w: string, v: number, k: number, p?: number) => {
         const leases = await t.claimMany<E>(w, v, k, p);
         ctl.abort();
         return leases;
       },
-      ack: (l) => t.ack(l),
-      nack: (l, d) => t.nack(l, d),
-      release: (l) => t.release(l),
-      extend: (l, v) => t.extend(l, v),
-    };
+    });
     const summary = await consume(stopping, () => void handled++, {
       workerId: "stopping",
       signal: ctl.signal,
@@ -604,7 +598,7 @@ describe("consume() over sqld", () => {
     const waits: (number | undefined)[] = [];
     let cut = 0;
     // A queue whose claims can wait server-side (what the HTTP client's `wait` will do), over the transport.
-    const longPolling: ConsumerQueue = {
+    const longPolling = through(t, {
       maxClaimWait: 20,
       claimMany: async <E>(
         w: string,
@@ -625,11 +619,7 @@ describe("consume() over sqld", () => {
           await sleep(10);
         }
       },
-      ack: (l) => t.ack(l),
-      nack: (l, d) => t.nack(l, d),
-      release: (l) => t.release(l),
-      extend: (l, v) => t.extend(l, v),
-    };
+    });
     const ctl = new AbortController();
     const handled: unknown[] = [];
     const errors = errorLog();
